@@ -1,0 +1,215 @@
+"""Print a loop nest as readable Python source for numba.njit.
+
+Example::
+
+    >>> from autotune.ir import expr as te
+    >>> from autotune.schedule import Schedule
+    >>> from autotune.codegen.source import generate_source
+    >>> A = te.placeholder((4,), name="A")
+    >>> B = te.compute((4,), lambda i: A[i] * 2.0, name="B")
+    >>> print(generate_source(Schedule(B)).split("def kernel")[1].strip())
+    (A, B):
+        for i in range(4):
+            B[i] = A[i] * _f32_2
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import keyword
+import math
+
+from autotune.environment import FASTMATH
+from autotune.ir import expr as te
+from autotune.ir.affine import simplify
+from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var, promote
+from autotune.ir.stmt import Comment, For, Function, If, LoopNest, Seq, Stmt, Store
+from autotune.schedule.lower import lower, map_exprs
+from autotune.schedule.schedule import Schedule
+
+NP_DTYPE = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64", "int32": "np.int32",
+            "bool": "np.bool_"}
+NB_DTYPE = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "boolean"}
+RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "prologue", "kernel"}
+PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
+
+
+def unroll(stmt: Stmt, ranges: dict[Var, tuple[int, int]] | None = None) -> Stmt:
+    """Replace unrolled loops of constant extent by copies of their body, one per iteration."""
+    if isinstance(stmt, For):
+        body = unroll(stmt.body, ranges)
+        if stmt.kind == "unroll" and isinstance(stmt.extent, Const):
+            copies = []
+            for it in range(stmt.extent.value):
+                c = Const(it)
+                copies.append(map_exprs(body, lambda e, c=c: simplify(te.substitute(e, {stmt.var: c}), ranges)))
+            return Seq(tuple(copies))
+        return For(stmt.var, stmt.extent, stmt.kind, body)
+    if isinstance(stmt, Seq):
+        return Seq(tuple(unroll(s, ranges) for s in stmt.stmts))
+    if isinstance(stmt, If):
+        return If(stmt.cond, unroll(stmt.then, ranges), unroll(stmt.orelse, ranges) if stmt.orelse else None)
+    return stmt
+
+
+class Printer:
+    def __init__(self) -> None:
+        self.consts: dict[str, str] = {}
+        self.names: dict[int, str] = {}
+        self.taken: set[str] = set(RESERVED)
+
+    def name(self, obj: Var | Tensor) -> str:
+        key = id(obj)
+        if key not in self.names:
+            base = obj.name
+            n, k = base, 1
+            while n in self.taken:
+                n, k = f"{base}_{k}", k + 1
+            self.taken.add(n)
+            self.names[key] = n
+        return self.names[key]
+
+    def const(self, c: Const, hint: str | None) -> str:
+        dtype = c.dtype or hint
+        v = c.value
+        if dtype in ("float32", "float64") or isinstance(v, float):
+            dtype = dtype if dtype in ("float32", "float64") else "float64"
+            fv = float(v)
+            if math.isinf(fv) or math.isnan(fv):
+                raise ValueError("infinite constants are not allowed in kernels compiled with ninf/nnan")
+            text = str(int(fv)) if fv.is_integer() and abs(fv) < 1e15 else repr(fv)
+            key = f"_f{dtype[-2:]}_{text.replace('-', 'm').replace('.', 'p').replace('+', '')}"
+            self.consts[key] = f"{NP_DTYPE[dtype]}({fv!r})"
+            return key
+        if dtype == "bool" or isinstance(v, bool):
+            return "True" if v else "False"
+        return str(int(v))
+
+    def expr(self, e: Expr, hint: str | None = None) -> tuple[str, int]:
+        if isinstance(e, Const):
+            s = self.const(e, hint)
+            return s, (PREC["atom"] if not s.startswith("-") else PREC["+"])
+        if isinstance(e, Var):
+            return self.name(e), PREC["atom"]
+        if isinstance(e, Load):
+            idx = ", ".join(self.expr(i, "int64")[0] for i in e.indices)
+            return f"{self.name(e.tensor)}[{idx}]", PREC["atom"]
+        if isinstance(e, BinOp):
+            d = promote(e.a.dtype, e.b.dtype) or hint
+            if e.op in ("min", "max"):
+                return f"{e.op}({self.expr(e.a, d)[0]}, {self.expr(e.b, d)[0]})", PREC["atom"]
+            p = PREC[e.op]
+            a, pa = self.expr(e.a, d)
+            b, pb = self.expr(e.b, d)
+            if pa < p:
+                a = f"({a})"
+            if pb <= p and not (pb == p and e.op in ("+", "*") and isinstance(e.b, BinOp) and e.b.op == e.op):
+                b = f"({b})"
+            return f"{a} {e.op} {b}", p
+        if isinstance(e, Cmp):
+            d = promote(e.a.dtype, e.b.dtype)
+            a, pa = self.expr(e.a, d)
+            b, pb = self.expr(e.b, d)
+            return f"{a if pa > PREC['cmp'] else f'({a})'} {e.op} {b if pb > PREC['cmp'] else f'({b})'}", PREC["cmp"]
+        if isinstance(e, Select):
+            d = e.dtype or hint
+            return (f"({self.expr(e.true, d)[0]} if {self.expr(e.cond)[0]} else {self.expr(e.false, d)[0]})",
+                    PREC["atom"])
+        if isinstance(e, Cast):
+            return f"{NP_DTYPE[e.dtype]}({self.expr(e.x)[0]})", PREC["atom"]  # type: ignore[index]
+        if isinstance(e, Call):
+            d = e.dtype or hint
+            x = self.expr(e.args[0], d)
+            if e.func == "neg":
+                return f"-{x[0] if x[1] >= PREC['*'] else f'({x[0]})'}", PREC["*"]
+            if e.func == "abs":
+                return f"abs({x[0]})", PREC["atom"]
+            if e.func == "sigmoid":
+                one = self.const(Const(1.0, d), d)
+                return f"{one} / ({one} + np.exp(-({x[0]})))", PREC["/"]
+            return f"np.{e.func}({x[0]})", PREC["atom"]
+        raise TypeError(f"cannot print {type(e).__name__}")
+
+    def stmt(self, s: Stmt, ind: int, out: list[str]) -> None:
+        pad = "    " * ind
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x, ind, out)
+        elif isinstance(s, For):
+            v = self.name(s.var)
+            rng = "range(_lo, _hi)" if s.kind == "parallel" else f"range({self.expr(s.extent, 'int64')[0]})"
+            note = {"vectorize": "  # vectorize", "parallel": "  # parallel over threads"}.get(s.kind, "")
+            out.append(f"{pad}for {v} in {rng}:{note}")
+            self.stmt(s.body, ind + 1, out)
+        elif isinstance(s, If):
+            out.append(f"{pad}if {self.expr(s.cond)[0]}:")
+            self.stmt(s.then, ind + 1, out)
+            if s.orelse is not None:
+                out.append(f"{pad}else:")
+                self.stmt(s.orelse, ind + 1, out)
+        elif isinstance(s, Store):
+            idx = ", ".join(self.expr(i, "int64")[0] for i in s.indices)
+            target = f"{self.name(s.buffer)}[{idx}]"
+            v = s.value
+            if (isinstance(v, BinOp) and v.op in ("+", "*") and isinstance(v.a, Load) and v.a.tensor is s.buffer
+                    and len(v.a.indices) == len(s.indices)
+                    and all(self.expr(x)[0] == self.expr(y)[0] for x, y in zip(v.a.indices, s.indices))):
+                out.append(f"{pad}{target} {v.op}= {self.expr(v.b, s.buffer.dtype)[0]}")
+            else:
+                out.append(f"{pad}{target} = {self.expr(v, s.buffer.dtype)[0]}")
+        elif isinstance(s, Comment):
+            out.append(f"{pad}# {s.text}")
+        else:
+            raise TypeError(f"cannot print {type(s).__name__}")
+
+
+def signature(fn: Function) -> str:
+    parts = []
+    for t in fn.args:
+        dims = ", ".join([":"] * (t.ndim - 1) + ["::1"])
+        parts.append(f"{NB_DTYPE[t.dtype]}[{dims}]")
+    if fn.parallel_extent is not None:
+        parts += ["int64", "int64"]
+    return f"void({', '.join(parts)})"
+
+
+def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...]) -> list[str]:
+    body = unroll(fn.body)
+    args = [p.name(t) for t in fn.args] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
+    flags = "{" + ", ".join(repr(f) for f in sorted(fastmath)) + "}"
+    out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\")",
+           f"def {fn.name}({', '.join(args)}):"]
+    for lb in fn.locals:
+        t = lb.tensor
+        shape = "(" + ", ".join(str(s) for s in t.shape) + ("," if t.ndim == 1 else "") + ")"
+        if lb.scope == "stack":
+            out.append(f"    {p.name(t)} = numba.carray(stack_empty({math.prod(t.shape)}, {NP_DTYPE[t.dtype]}), {shape})")
+        else:
+            out.append(f"    {p.name(t)} = np.empty({shape}, {NP_DTYPE[t.dtype]})")
+    p.stmt(body, 1, out)
+    return out
+
+
+def generate_source(sched: Schedule, nest: LoopNest | None = None, *, reassoc: bool = False) -> str:
+    """The module source of a schedule's kernel: deterministic, readable, importable."""
+    nest = nest or lower(sched)
+    p = Printer()
+    for t in list(nest.inputs) + [nest.output] + list(nest.intermediates):
+        p.name(t)
+    fastmath = FASTMATH + (("reassoc",) if reassoc else ())
+    lines: list[str] = []
+    if nest.prologue is not None:
+        lines += print_function(p, nest.prologue, fastmath) + [""]
+    lines += print_function(p, nest.main, fastmath)
+    head = ["# Generated by autotune from a schedule; do not edit.",
+            "import numba",
+            "import numpy as np",
+            "",
+            "from autotune.codegen.runtime import stack_empty",
+            ""]
+    head += [f"{k} = {v}" for k, v in p.consts.items()]
+    return "\n".join(head + ["", ""] + lines) + "\n"
+
+
+def source_hash(source: str, extra: str = "") -> str:
+    return hashlib.sha256((source + "\0" + extra).encode()).hexdigest()[:20]

@@ -1,0 +1,91 @@
+"""The loop-nest IR that schedules lower to and the code generator prints.
+
+Statements are frozen values; the same schedule lowers to an equal tree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.ir.expr import Expr, Tensor, Var
+
+LOOP_KINDS = ("serial", "parallel", "unroll", "vectorize")
+
+
+class Stmt:
+    """Base of loop-nest statements."""
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    """for var in range(extent): body. A parallel loop ranges over the caller's [lo, hi) chunk."""
+    var: Var
+    extent: Expr
+    kind: str
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False)
+class Store(Stmt):
+    buffer: Tensor
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Comment(Stmt):
+    text: str
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+@dataclass(frozen=True, eq=False)
+class LocalBuffer:
+    """A buffer private to one kernel call: on the stack (small, fixed) or the heap."""
+    tensor: Tensor
+    scope: str  # "stack" | "heap"
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    """One compiled function: arguments, local buffers declared at its top, and a body."""
+    name: str
+    args: tuple[Tensor, ...]
+    locals: tuple[LocalBuffer, ...]
+    body: Stmt
+    parallel_extent: int | None = None  # set when the outermost loop is split over threads
+
+
+@dataclass(frozen=True, eq=False)
+class LoopNest:
+    """A lowered program: an optional serial prologue and the main function.
+
+    inputs and output are the user-visible tensors; intermediates are global buffers the
+    caller allocates (root stages other than the output).
+    """
+    inputs: tuple[Tensor, ...]
+    output: Tensor
+    intermediates: tuple[Tensor, ...]
+    prologue: Function | None
+    main: Function

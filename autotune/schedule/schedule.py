@@ -1,0 +1,405 @@
+"""The schedule of a compute definition: stages, their loop axes, and the trace of steps.
+
+Example::
+
+    >>> from autotune.ir import expr as te
+    >>> from autotune.schedule import Schedule
+    >>> A = te.placeholder((64, 64), name="A"); B = te.placeholder((64, 64), name="B")
+    >>> k = te.reduce_axis(64, name="k")
+    >>> C = te.compute((64, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    >>> s = Schedule(C)
+    >>> io, ii = s.split("C", "i", 8)
+    >>> s.reorder("C", io, "k", ii, "j")
+    >>> [l for l in s.stages["C"].order]
+    ['i_o', 'k', 'i_i', 'j']
+    >>> Schedule.from_trace(C, s.trace).stages["C"].order == s.stages["C"].order
+    True
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from autotune.errors import DefinitionError, ScheduleError
+from autotune.ir import expr as te
+from autotune.ir.expr import Expr, Tensor, Var
+from autotune.schedule.steps import (CacheWrite, ComputeAt, ComputeInline, Fuse, Pack, Parallel, Reorder,
+                                     Split, Step, Tile, Unroll, Vectorize, check_name, step_from_json)
+
+MAX_UNROLL = 64
+
+
+@dataclass
+class Stage:
+    """Mutable loop structure of one tensor while a trace is applied."""
+    name: str
+    tensor: Tensor
+    root: list[tuple[str, int, str]]                      # (axis name, extent, spatial|reduce)
+    order: list[str] = field(default_factory=list)        # leaf axes, outermost first
+    relations: list[tuple] = field(default_factory=list)  # ("split", p, o, i, f) | ("fuse", o, i, f)
+    loop_kind: dict[str, str] = field(default_factory=dict)  # leaf -> serial|unroll|vectorize|parallel
+    attach: tuple = ("root",)                             # ("root",) | ("inline",) | ("at", consumer, axis)
+    cache_at: str | None = None
+    packed_from: tuple[str, int, int] | None = None       # (tensor, dim, factor) for pack stages
+
+    def __post_init__(self) -> None:
+        if not self.order:
+            self.order = [n for n, _, _ in self.root]
+        self.axis_kind = {n: k for n, _, k in self.root}
+        self.leaf_vars: dict[str, Var] = {}
+        self.root_vars: dict[str, Var] = {}
+
+    @property
+    def reduce_root(self) -> list[str]:
+        return [n for n, _, k in self.root if k == "reduce"]
+
+    def leaf_kind(self, leaf: str) -> str:
+        return self.axis_kind[leaf]
+
+    def var(self, leaf: str) -> Var:
+        if leaf not in self.leaf_vars:
+            self.leaf_vars[leaf] = Var(leaf)
+        return self.leaf_vars[leaf]
+
+    def extents(self, root_extents: dict[str, int] | None = None) -> dict[str, int]:
+        """Extent of every axis (root and derived) for the given root extents."""
+        ext = {n: e for n, e, _ in self.root}
+        if root_extents:
+            ext.update(root_extents)
+        for rel in self.relations:
+            if rel[0] == "split":
+                _, p, o, i, f = rel
+                ext[o], ext[i] = math.ceil(ext[p] / f), f
+            else:
+                _, o, i, fz = rel
+                ext[fz] = ext[o] * ext[i]
+        return ext
+
+    def axis_exprs(self, root_extents: dict[str, int] | None = None) -> dict[str, Expr]:
+        """Each root axis as an expression of the leaf variables."""
+        ext = self.extents(root_extents)
+        expr: dict[str, Expr] = {}
+        # walk the relations backwards: each derived axis expressed by the axes it produced
+        sub: dict[str, Expr] = {leaf: self.var(leaf) for leaf in self.order}
+        for rel in reversed(self.relations):
+            if rel[0] == "split":
+                _, p, o, i, f = rel
+                sub[p] = sub[o] * te.Const(f) + sub[i]
+            else:
+                _, o, i, fz = rel
+                sub[o] = sub[fz] // te.Const(ext[i])
+                sub[i] = sub[fz] % te.Const(ext[i])
+        for n, _, _ in self.root:
+            expr[n] = sub[n]
+        return expr
+
+    def leaves_of(self, root_axis: str) -> list[str]:
+        """The leaf axes derived from a root axis."""
+        derived = {root_axis}
+        for rel in self.relations:
+            if rel[0] == "split" and rel[1] in derived:
+                derived |= {rel[2], rel[3]}
+            elif rel[0] == "fuse" and (rel[1] in derived or rel[2] in derived):
+                derived.add(rel[3])
+        return [leaf for leaf in self.order if leaf in derived]
+
+
+class Schedule:
+    """Stages of a compute definition plus the trace of steps applied to them.
+
+    Every primitive validates its arguments, raises ScheduleError naming the step, the axis and
+    why, and appends a frozen step to `trace`. `Schedule.from_trace` replays a trace.
+    """
+
+    def __init__(self, output: Tensor) -> None:
+        if not isinstance(output, Tensor) or output.is_placeholder:
+            raise DefinitionError(f"a schedule needs the output of te.compute, got {output!r}")
+        self.output = output
+        self.tensors: dict[str, Tensor] = {}
+        for t in te.input_tensors(output):
+            check_name("compute definition", t.name, "tensor name")
+            if t.name in self.tensors and self.tensors[t.name] is not t:
+                raise DefinitionError(f"two different tensors are both named {t.name!r}; give each a unique name")
+            self.tensors[t.name] = t
+        self.stages: dict[str, Stage] = {}
+        for t in self.tensors.values():
+            if not t.is_placeholder:
+                self.stages[t.name] = self._new_stage(t)
+        self.packs: dict[str, str] = {}  # packed tensor name -> pack stage name
+        self.trace: list[Step] = []
+
+    @staticmethod
+    def _new_stage(t: Tensor) -> Stage:
+        root = [(a.name, a.extent, "spatial") for a in t.axes] + [(a.name, a.extent, "reduce") for a in t.reduce_axes]
+        names = [n for n, _, _ in root]
+        if len(set(names)) != len(names):
+            raise DefinitionError(f"compute {t.name!r}: axis names must be distinct, got {names}")
+        st = Stage(t.name, t, root)
+        for a in list(t.axes) + list(t.reduce_axes):
+            st.root_vars[a.name] = a.var
+        return st
+
+    # ---- replay -------------------------------------------------------------------------
+    @classmethod
+    def from_trace(cls, output: Tensor, trace: Iterable[Step | dict]) -> "Schedule":
+        """Rebuild a schedule by replaying steps (objects or their JSON forms)."""
+        s = cls(output)
+        for st in trace:
+            s.apply(st if isinstance(st, Step) else step_from_json(st))
+        return s
+
+    def trace_json(self) -> list[dict]:
+        return [st.to_json() for st in self.trace]
+
+    def apply(self, step: Step) -> None:
+        """Validate and apply one step, then record it."""
+        step.validate()
+        getattr(self, "_" + step.op)(step)
+        self.trace.append(step)
+
+    # ---- helpers ------------------------------------------------------------------------
+    def stage(self, op: str, name: str) -> Stage:
+        if name not in self.stages:
+            known = ", ".join(self.stages) or "none"
+            raise ScheduleError(op, None, f"no stage named {name!r} (stages: {known})")
+        st = self.stages[name]
+        if st.attach[0] == "inline":
+            raise ScheduleError(op, None, f"stage {name!r} was inlined with compute_inline and has no loops")
+        return st
+
+    @staticmethod
+    def _leaf(op: str, st: Stage, axis: str) -> None:
+        if axis not in st.order:
+            raise ScheduleError(op, axis, f"stage {st.name!r} has no loop {axis!r}; its loops are {st.order}")
+
+    def _fresh(self, op: str, st: Stage, name: str) -> str:
+        check_name(op, name, "axis name")
+        if name in st.axis_kind:
+            raise ScheduleError(op, name, f"stage {st.name!r} already has an axis named {name!r}")
+        return name
+
+    # ---- primitives (public API) ----------------------------------------------------------
+    def split(self, stage: str, axis: str, factor: int, outer: str | None = None,
+              inner: str | None = None) -> tuple[str, str]:
+        """Split `axis` into an outer loop and an inner loop of extent `factor`."""
+        outer, inner = outer or f"{axis}_o", inner or f"{axis}_i"
+        self.apply(Split(stage, axis, factor, outer, inner))
+        return outer, inner
+
+    def tile(self, stage: str, x: str, y: str, x_factor: int, y_factor: int) -> tuple[str, str, str, str]:
+        """Split x and y and order the loops (xo, yo, xi, yi)."""
+        self.apply(Tile(stage, x, y, x_factor, y_factor))
+        return f"{x}_o", f"{y}_o", f"{x}_i", f"{y}_i"
+
+    def fuse(self, stage: str, outer: str, inner: str, name: str | None = None) -> str:
+        """Fuse two adjacent loops."""
+        name = name or f"{outer}_{inner}"
+        self.apply(Fuse(stage, outer, inner, name))
+        return name
+
+    def reorder(self, stage: str, *order: str) -> None:
+        self.apply(Reorder(stage, tuple(order)))
+
+    def unroll(self, stage: str, axis: str) -> None:
+        self.apply(Unroll(stage, axis))
+
+    def vectorize(self, stage: str, axis: str) -> None:
+        self.apply(Vectorize(stage, axis))
+
+    def parallel(self, stage: str, axis: str) -> None:
+        self.apply(Parallel(stage, axis))
+
+    def cache_write(self, stage: str, at: str) -> None:
+        self.apply(CacheWrite(stage, at))
+
+    def compute_at(self, stage: str, consumer: str, axis: str) -> None:
+        self.apply(ComputeAt(stage, consumer, axis))
+
+    def compute_inline(self, stage: str) -> None:
+        self.apply(ComputeInline(stage))
+
+    def pack(self, tensor: str, dim: int, factor: int, name: str | None = None) -> str:
+        """Repack `tensor` so dimension `dim` is blocked by `factor`; returns the packed stage's name."""
+        name = name or f"{tensor}_pack"
+        self.apply(Pack(tensor, dim, factor, name))
+        return name
+
+    # ---- step implementations ---------------------------------------------------------------
+    def _split(self, s: Split) -> None:
+        st = self.stage(s.op, s.stage)
+        self._leaf(s.op, st, s.axis)
+        o, i = self._fresh(s.op, st, s.outer or f"{s.axis}_o"), self._fresh(s.op, st, s.inner or f"{s.axis}_i")
+        if o == i:
+            raise ScheduleError(s.op, s.axis, "outer and inner names must differ")
+        if st.loop_kind.get(s.axis, "serial") != "serial":
+            raise ScheduleError(s.op, s.axis, f"loop is already marked {st.loop_kind[s.axis]}; split before annotating")
+        pos = st.order.index(s.axis)
+        st.order[pos:pos + 1] = [o, i]
+        kind = st.axis_kind[s.axis]
+        st.axis_kind[o] = st.axis_kind[i] = kind
+        st.relations.append(("split", s.axis, o, i, s.factor))
+
+    def _tile(self, s: Tile) -> None:
+        if s.x == s.y:
+            raise ScheduleError(s.op, s.x, "x and y must be different axes")
+        self._split(Split(s.stage, s.x, s.x_factor, f"{s.x}_o", f"{s.x}_i"))
+        self._split(Split(s.stage, s.y, s.y_factor, f"{s.y}_o", f"{s.y}_i"))
+        self._reorder(Reorder(s.stage, (f"{s.x}_o", f"{s.y}_o", f"{s.x}_i", f"{s.y}_i")))
+
+    def _fuse(self, s: Fuse) -> None:
+        st = self.stage(s.op, s.stage)
+        for a in (s.outer, s.inner):
+            self._leaf(s.op, st, a)
+        po, pi = st.order.index(s.outer), st.order.index(s.inner)
+        if pi != po + 1:
+            raise ScheduleError(s.op, s.inner, f"{s.outer!r} must directly enclose {s.inner!r} to fuse them; "
+                                               f"loop order is {st.order}")
+        if st.axis_kind[s.outer] != st.axis_kind[s.inner]:
+            raise ScheduleError(s.op, s.inner, "cannot fuse a spatial loop with a reduction loop")
+        for a in (s.outer, s.inner):
+            if st.loop_kind.get(a, "serial") != "serial":
+                raise ScheduleError(s.op, a, f"loop is marked {st.loop_kind[a]}; fuse before annotating")
+        name = self._fresh(s.op, st, s.name or f"{s.outer}_{s.inner}")
+        st.order[po:pi + 1] = [name]
+        st.axis_kind[name] = st.axis_kind[s.outer]
+        st.relations.append(("fuse", s.outer, s.inner, name))
+
+    def _reorder(self, s: Reorder) -> None:
+        st = self.stage(s.op, s.stage)
+        if len(set(s.order)) != len(s.order):
+            raise ScheduleError(s.op, None, f"axes repeat in {list(s.order)}")
+        for a in s.order:
+            self._leaf(s.op, st, a)
+        slots = sorted(st.order.index(a) for a in s.order)
+        for slot, a in zip(slots, s.order):
+            st.order[slot] = a
+
+    def _annotate(self, s: Step, kind: str) -> Stage:
+        st = self.stage(s.op, s.stage)  # type: ignore[attr-defined]
+        axis = s.axis  # type: ignore[attr-defined]
+        self._leaf(s.op, st, axis)
+        prev = st.loop_kind.get(axis, "serial")
+        if prev != "serial":
+            raise ScheduleError(s.op, axis, f"loop is already marked {prev}")
+        st.loop_kind[axis] = kind
+        return st
+
+    def _unroll(self, s: Unroll) -> None:
+        st = self.stage(s.op, s.stage)
+        self._leaf(s.op, st, s.axis)
+        ext = st.extents()[s.axis]
+        if ext > MAX_UNROLL:
+            raise ScheduleError(s.op, s.axis, f"extent {ext} is too large to unroll (at most {MAX_UNROLL}); split it first")
+        self._annotate(s, "unroll")
+
+    def _vectorize(self, s: Vectorize) -> None:
+        st = self.stage(s.op, s.stage)
+        self._leaf(s.op, st, s.axis)
+        if st.axis_kind[s.axis] != "spatial":
+            raise ScheduleError(s.op, s.axis, "only a spatial loop can be vectorized (a reduction would need reassociation)")
+        self._annotate(s, "vectorize")
+
+    def _parallel(self, s: Parallel) -> None:
+        st = self.stage(s.op, s.stage)
+        self._leaf(s.op, st, s.axis)
+        if st.name != self.output.name:
+            raise ScheduleError(s.op, s.axis, f"only the output stage {self.output.name!r} can run in parallel")
+        if st.axis_kind[s.axis] != "spatial":
+            raise ScheduleError(s.op, s.axis, "a reduction loop cannot run in parallel")
+        if any(k == "parallel" for k in st.loop_kind.values()):
+            raise ScheduleError(s.op, s.axis, "the stage already has a parallel loop; one parallel region only")
+        self._annotate(s, "parallel")
+
+    def _cache_write(self, s: CacheWrite) -> None:
+        st = self.stage(s.op, s.stage)
+        self._leaf(s.op, st, s.at)
+        if st.cache_at is not None:
+            raise ScheduleError(s.op, s.at, f"stage {st.name!r} already has a cache_write at {st.cache_at!r}")
+        if st.order.index(s.at) == len(st.order) - 1:
+            raise ScheduleError(s.op, s.at, "there are no loops inside it to accumulate over; pick an outer loop")
+        st.cache_at = s.at
+
+    def consumers(self, name: str) -> list[str]:
+        """Stages that read `name` (after packing redirects reads to the packed tensor)."""
+        out = []
+        for st in self.stages.values():
+            if st.attach[0] == "inline" or st.name == name:
+                continue
+            for ld in te.loads(st.tensor.body):  # type: ignore[arg-type]
+                src = ld.tensor.name
+                if src in self.packs and st.packed_from is None:
+                    src = self.packs[src]
+                if src == name:
+                    out.append(st.name)
+                    break
+        return out
+
+    def _compute_at(self, s: ComputeAt) -> None:
+        st = self.stage(s.op, s.stage)
+        if st.name == self.output.name:
+            raise ScheduleError(s.op, s.axis, "the output stage cannot be computed at another stage")
+        if st.attach[0] != "root":
+            raise ScheduleError(s.op, s.axis, f"stage {st.name!r} is already attached ({st.attach})")
+        cons = self.stage(s.op, s.consumer)
+        self._leaf(s.op, cons, s.axis)
+        users = self.consumers(st.name)
+        if users != [cons.name]:
+            raise ScheduleError(s.op, s.axis, f"stage {st.name!r} is read by {users}; compute_at needs "
+                                              f"{cons.name!r} to be its only consumer")
+        # no cycles: the consumer must not be attached (directly or not) inside `st`
+        c = cons
+        while c.attach[0] == "at":
+            if c.attach[1] == st.name:
+                raise ScheduleError(s.op, s.axis, "attaching would make a cycle")
+            c = self.stages[c.attach[1]]
+        st.attach = ("at", cons.name, s.axis)
+
+    def _compute_inline(self, s: ComputeInline) -> None:
+        st = self.stage(s.op, s.stage)
+        if st.name == self.output.name:
+            raise ScheduleError(s.op, None, "the output stage cannot be inlined")
+        if st.reduce_root:
+            raise ScheduleError(s.op, None, f"stage {st.name!r} has a reduction and cannot be inlined; use compute_at")
+        if st.attach[0] != "root" or st.name in self.packs or any(
+                o.attach[0] == "at" and o.attach[1] == st.name for o in self.stages.values()):
+            raise ScheduleError(s.op, None, f"stage {st.name!r} is attached, packed or hosts other stages")
+        if st.order != [n for n, _, _ in st.root] or st.loop_kind or st.cache_at:
+            raise ScheduleError(s.op, None, f"stage {st.name!r} has loop transformations; inline it before scheduling it")
+        st.attach = ("inline",)
+
+    def _pack(self, s: Pack) -> None:
+        if s.tensor not in self.tensors:
+            raise ScheduleError(s.op, s.tensor, f"no tensor named {s.tensor!r}; tensors are {list(self.tensors)}")
+        t = self.tensors[s.tensor]
+        if t is self.output:
+            raise ScheduleError(s.op, s.tensor, "the output cannot be packed")
+        if s.tensor in self.packs:
+            raise ScheduleError(s.op, s.tensor, f"{s.tensor!r} is already packed")
+        if s.tensor in self.stages and self.stages[s.tensor].attach[0] != "root":
+            raise ScheduleError(s.op, s.tensor, f"{s.tensor!r} is not a root stage")
+        if not 0 <= s.dim < t.ndim:
+            raise ScheduleError(s.op, s.tensor, f"dim {s.dim} is out of range for a {t.ndim}-d tensor")
+        if s.name in self.tensors or s.name in self.stages:
+            raise ScheduleError(s.op, s.tensor, f"name {s.name!r} is taken")
+        n, f = t.shape[s.dim], s.factor
+        if f > n:
+            raise ScheduleError(s.op, s.tensor, f"factor {f} exceeds the extent {n} of dimension {s.dim}")
+        others = [d for d in range(t.ndim) if d != s.dim]
+        shape = (math.ceil(n / f),) + tuple(t.shape[d] for d in others) + (f,)
+        names = ["p_o"] + [f"d{d}" for d in others] + ["p_i"]
+        axes = tuple(te.IterVar(Var(nm), e, "spatial") for nm, e in zip(names, shape))
+        idx: list[Expr] = [None] * t.ndim  # type: ignore[list-item]
+        src = axes[0].var * te.Const(f) + axes[-1].var
+        idx[s.dim] = src
+        for d, a in zip(others, axes[1:-1]):
+            idx[d] = a.var
+        body: Expr = te.Load(t, tuple(idx))
+        if n % f:
+            body = te.Select(te.Cmp("<", src, te.Const(n)), body, te.Const(0, t.dtype))
+        packed = Tensor(s.name, shape, t.dtype, axes, body)
+        st = self._new_stage(packed)
+        st.packed_from = (s.tensor, s.dim, f)
+        self.stages[s.name] = st
+        self.tensors[s.name] = packed
+        self.packs[s.tensor] = s.name

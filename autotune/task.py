@@ -1,0 +1,85 @@
+"""A Task: an operator at a shape and dtype. Configs of its space build kernels.
+
+Example::
+
+    >>> from autotune.task import Task
+    >>> t = Task.create("matmul", "64x48x32")
+    >>> t.key()
+    'matmul|M=64,N=48,K=32|float32'
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from autotune.codegen import Kernel, build, generate_source
+from autotune.environment import settings
+from autotune.errors import ShapeError
+from autotune.schedule import Schedule
+from autotune.space import Config, ConfigSpace
+from templates import get_template
+from templates.base import CodegenOptions, Template
+
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class Task:
+    """An operator (template name) at a shape and dtype, tuned for a thread count."""
+    op: str
+    shape: tuple[tuple[str, int], ...]
+    dtype: str = "float32"
+    threads: int = 1
+
+    @classmethod
+    def create(cls, op: str | Template, shape: str | Sequence[int] | Mapping[str, int], dtype: str = "float32",
+               threads: int | None = None) -> "Task":
+        t = get_template(op)
+        if dtype not in DTYPES:
+            raise ShapeError(f"dtype {dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+        parsed = t.parse_shape(shape)
+        return cls(t.name, tuple(parsed.items()), dtype, threads if threads is not None else settings().threads)
+
+    @property
+    def template(self) -> Template:
+        return get_template(self.op)
+
+    @property
+    def shape_dict(self) -> dict[str, int]:
+        return dict(self.shape)
+
+    def key(self) -> str:
+        dims = ",".join(f"{k}={v}" for k, v in self.shape)
+        return f"{self.op}|{dims}|{self.dtype}"
+
+    def shape_str(self) -> str:
+        return "x".join(str(v) for _, v in self.shape)
+
+    def space(self) -> ConfigSpace:
+        return self.template.space(self.shape_dict, self.dtype, self.threads)
+
+    def flops(self) -> float:
+        return self.template.flops(self.shape_dict)
+
+    def schedule(self, cfg: Config | Mapping[str, Any]) -> tuple[Schedule, CodegenOptions]:
+        """The schedule (and codegen options) of a config, validated against the space first."""
+        cfg = self.space().validate(cfg)
+        s = Schedule(self.template.define(self.shape_dict, self.dtype))
+        opts = self.template.schedule(s, cfg, self.shape_dict, self.threads)
+        return s, opts
+
+    def source(self, cfg: Config | Mapping[str, Any]) -> str:
+        s, opts = self.schedule(cfg)
+        return generate_source(s, reassoc=opts.reassoc)
+
+    def build(self, cfg: Config | Mapping[str, Any]) -> Kernel:
+        s, opts = self.schedule(cfg)
+        return build(s, threads=self.threads, reassoc=opts.reassoc)
+
+    def inputs(self, seed: int = 0) -> list[np.ndarray]:
+        return self.template.inputs(self.shape_dict, self.dtype, np.random.default_rng(seed))
+
+    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        return self.template.reference(*inputs)

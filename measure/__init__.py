@@ -1,0 +1,1 @@
+"""Where candidates meet hardware: build, check, time."""

@@ -1,0 +1,110 @@
+"""What a template is: a compute definition, its knob space, a schedule per config, a reference.
+
+Example::
+
+    >>> from templates import get_template
+    >>> t = get_template("matmul")
+    >>> t.parse_shape("64x32x16")
+    {'M': 64, 'N': 32, 'K': 16}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from autotune.errors import ShapeError
+from autotune.ir.expr import Tensor
+from autotune.schedule import Schedule
+from autotune.space import Config, ConfigSpace
+
+Shape = dict[str, int]
+MAX_ELEMENTS = 1 << 28  # 256 Mi elements per tensor: a bound on what a shape may allocate
+
+
+@dataclass(frozen=True)
+class Template:
+    """An operator the tuner can search.
+
+    define(shape, dtype) -> output tensor of the compute definition
+    space(shape, dtype, threads) -> ConfigSpace of its knobs
+    schedule(sched, cfg, shape) applies primitives for a config (and returns codegen options)
+    reference(*inputs) -> the expected output, in NumPy
+    flops(shape) -> floating-point operations (or bytes moved, for memory-bound operators)
+    """
+    name: str
+    description: str
+    dims: tuple[str, ...]
+    define: Callable[[Shape, str], Tensor]
+    space: Callable[[Shape, str, int], ConfigSpace]
+    schedule: Callable[[Schedule, Config, Shape, int], "CodegenOptions"]
+    reference: Callable[..., np.ndarray]
+    flops: Callable[[Shape], float]
+    default_shape: str
+    metric: str = "GFLOP/s"
+    extra_dims: Mapping[str, int] = field(default_factory=dict)  # optional dims with defaults
+
+    def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
+        """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""
+        if isinstance(shape, Mapping):
+            vals = dict(shape)
+            unknown = set(vals) - set(self.dims) - set(self.extra_dims)
+            if unknown:
+                raise ShapeError(f"{self.name}: unknown shape dims {sorted(unknown)}; expected {self.dims_help()}")
+            out = {**self.extra_dims, **vals}
+        else:
+            if isinstance(shape, str):
+                parts = [p for p in shape.lower().replace(",", "x").split("x") if p.strip()]
+                try:
+                    nums = [int(p) for p in parts]
+                except ValueError:
+                    raise ShapeError(f"{self.name}: bad shape {shape!r}; expected integers like "
+                                     f"{self.default_shape!r} for {self.dims_help()}") from None
+            else:
+                nums = list(shape)
+            names = list(self.dims) + list(self.extra_dims)
+            if not len(self.dims) <= len(nums) <= len(names):
+                raise ShapeError(f"{self.name}: shape {shape!r} has {len(nums)} numbers; expected "
+                                 f"{len(self.dims)} ({self.dims_help()}), e.g. {self.default_shape!r}")
+            out = {**self.extra_dims, **dict(zip(names, nums))}
+        for d in self.dims:
+            if d not in out:
+                raise ShapeError(f"{self.name}: shape is missing {d!r}; expected {self.dims_help()}")
+        for k, v in out.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (0 if k in self.extra_dims else 1):
+                raise ShapeError(f"{self.name}: {k} must be a positive integer, got {v!r}")
+            if v > MAX_ELEMENTS:
+                raise ShapeError(f"{self.name}: {k}={v} is too large (at most {MAX_ELEMENTS})")
+        out = {k: int(v) for k, v in out.items()}
+        self.check(out)
+        return out
+
+    def dims_help(self) -> str:
+        extra = "".join(f"[x{k}={v}]" for k, v in self.extra_dims.items())
+        return "x".join(self.dims) + extra
+
+    def check(self, shape: Shape) -> None:
+        """Build the definition once to reject impossible shapes with a clear message."""
+        out = self.define(shape, "float32")
+        from autotune.ir.expr import input_tensors
+        for t in input_tensors(out):
+            n = int(np.prod(t.shape))
+            if n > MAX_ELEMENTS:
+                raise ShapeError(f"{self.name}: tensor {t.name} would have {n} elements (at most {MAX_ELEMENTS})")
+
+    def inputs(self, shape: Shape, dtype: str, rng: np.random.Generator) -> list[np.ndarray]:
+        """Random inputs in [-1, 1) of the definition's placeholders, in argument order."""
+        from autotune.ir.expr import input_tensors
+        out = self.define(shape, dtype)
+        return [rng.uniform(-1, 1, t.shape).astype(dtype) for t in input_tensors(out) if t.is_placeholder]
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    """Options a schedule passes to the code generator.
+
+    reassoc: let LLVM reassociate floating-point reductions (vectorised row sums); leave off for
+    kernels with scalar accumulators (it turns the k loop of a GEMM into gathers).
+    """
+    reassoc: bool = False

@@ -1,0 +1,88 @@
+"""C = A @ B, blocked like BLIS: packed A and B panels, an MR x NR accumulator tile on the stack.
+
+Loop structure (knob names in brackets)::
+
+    for jc in N / [nc]:                 # parallel over threads when [parallel]
+      for kc in K / [kc]:
+        pack B[kc block, jc block] into NR-wide panels         (compute_at kc)
+        for ic in M / [mc]:
+          pack A[ic block, kc block] into MR-tall panels       (compute_at ic)
+          for jr, ir in panels:                                 [order]
+            acc[MR, NR] = 0                                     (cache_write, on the stack)
+            for kk in kc: for ii in MR (unrolled): for ji in NR (vectorized): acc += Ap * Bp
+            C[tile] += acc   (clamped to the valid region: awkward shapes work)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.ir import te
+from autotune.schedule import Schedule
+from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates.base import CodegenOptions, Shape, Template
+
+
+def define(shape: Shape, dtype: str) -> te.Tensor:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    k = te.reduce_axis(K, name="k")
+    return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def _fit(cands: list[int], n: int) -> list[int]:
+    """Candidates no larger than needed for extent n (keeps the smallest that covers n)."""
+    out = sorted({c for c in cands if c < n} | {min([c for c in cands if c >= n], default=max(cands))})
+    return out
+
+
+def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    vec = 16 if dtype == "float32" else 8
+    return ConfigSpace([
+        ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
+        ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
+        ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
+        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+        ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
+        ChoiceKnob("order", ["jr_ir", "ir_jr"]),
+        ChoiceKnob("pack_a", [True, False]),
+        ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
+    ])
+
+
+def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
+    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
+    nc = min(cfg["nc_panels"] * nr, -(-N // nr) * nr)
+    if cfg["pack_a"]:
+        s.pack("A", 0, mr, "Ap")
+    s.pack("B", 1, nr, "Bp")
+    s.split("C", "j", nc, "jc", "jn")
+    s.split("C", "jn", nr, "jr", "ji")
+    s.split("C", "k", kc, "kc", "kk")
+    s.split("C", "i", mc, "ic", "im")
+    s.split("C", "im", mr, "ir", "ii")
+    panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+    s.reorder("C", "jc", "kc", "ic", *panels, "kk", "ii", "ji")
+    s.cache_write("C", panels[1])
+    s.unroll("C", "ii")
+    s.vectorize("C", "ji")
+    s.compute_at("Bp", "C", "kc")
+    if cfg["pack_a"]:
+        s.compute_at("Ap", "C", "ic")
+        s.reorder("Ap", "p_o", "p_i", "d1")
+    if cfg["parallel"] and threads > 1:
+        s.parallel("C", "jc")
+    return CodegenOptions()
+
+
+def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    return A @ B
+
+
+TEMPLATE = Template(
+    name="matmul", description="C[M,N] = A[M,K] @ B[K,N]", dims=("M", "N", "K"),
+    define=define, space=space, schedule=schedule, reference=reference,
+    flops=lambda s: 2.0 * s["M"] * s["N"] * s["K"], default_shape="256x256x256")
