@@ -82,4 +82,6 @@ class Task:
         return self.template.inputs(self.shape_dict, self.dtype, np.random.default_rng(seed))
 
     def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        return self.template.reference(*inputs)
+        # shape parameters that the inputs cannot tell (stride, pad, ...) go as keywords
+        extra = {k: v for k, v in self.shape if k in self.template.extra_dims}
+        return self.template.reference(*inputs, **extra)

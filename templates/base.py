@@ -44,6 +44,8 @@ class Template:
     default_shape: str
     metric: str = "GFLOP/s"
     extra_dims: Mapping[str, int] = field(default_factory=dict)  # optional dims with defaults
+    presets: Callable[[Shape, str, int], list[dict]] | None = None  # known-good configs to try first
+    torch_reference: Callable[..., object] | None = None  # the same op in PyTorch (a baseline)
 
     def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
         """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""

@@ -2,7 +2,7 @@
 
 Loop structure (knob names in brackets)::
 
-    for jc in N / [nc]:                 # parallel over threads when [parallel]
+    for jc in N / NC:                   # NC from [jc_blocks]; parallel over threads when [parallel]
       for kc in K / [kc]:
         pack B[kc block, jc block] into NR-wide panels         (compute_at kc)
         for ic in M / [mc]:
@@ -40,11 +40,11 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
     M, N, K = shape["M"], shape["N"], shape["K"]
     vec = 16 if dtype == "float32" else 8
     return ConfigSpace([
-        ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
+        ChoiceKnob("mr", _fit([2, 4, 6, 8, 12], M)),
         ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
         ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
         ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
-        ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
+        ChoiceKnob("jc_blocks", [1, 2, 4, 8]),          # column blocks per thread: NC = N / (blocks * threads)
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),
         ChoiceKnob("pack_a", [True, False]),
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
@@ -55,7 +55,9 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     M, N, K = shape["M"], shape["N"], shape["K"]
     mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
     mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
-    nc = min(cfg["nc_panels"] * nr, -(-N // nr) * nr)
+    workers = threads if cfg["parallel"] else 1
+    panels = -(-N // nr)
+    nc = -(-panels // min(panels, cfg["jc_blocks"] * workers)) * nr
     if cfg["pack_a"]:
         s.pack("A", 0, mr, "Ap")
     s.pack("B", 1, nr, "Bp")
@@ -64,9 +66,9 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     s.split("C", "k", kc, "kc", "kk")
     s.split("C", "i", mc, "ic", "im")
     s.split("C", "im", mr, "ir", "ii")
-    panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
-    s.reorder("C", "jc", "kc", "ic", *panels, "kk", "ii", "ji")
-    s.cache_write("C", panels[1])
+    inner = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+    s.reorder("C", "jc", "kc", "ic", *inner, "kk", "ii", "ji")
+    s.cache_write("C", inner[1])
     s.unroll("C", "ii")
     s.vectorize("C", "ji")
     s.compute_at("Bp", "C", "kc")
@@ -78,6 +80,27 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     return CodegenOptions()
 
 
+def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
+    """Configs that were fast on AVX-512 machines (6x48 / 8x48 / 4x64 register tiles)."""
+    sp = space(shape, dtype, threads)
+    out = []
+    for mr, nr, kc, mcp in ((6, 48, 512, 16), (8, 48, 512, 8), (4, 64, 512, 16), (6, 32, 512, 16),
+                            (6, 48, 256, 32), (8, 32, 384, 16)):
+        cfg = {"mr": mr, "nr": nr if dtype == "float32" else nr // 2, "kc": kc, "mc_panels": mcp, "jc_blocks": 1,
+               "order": "jr_ir", "pack_a": True, "parallel": threads > 1}
+        fixed = {}
+        for k in sp.knobs:  # snap each value into this shape's space
+            vals = k.values()
+            v = cfg[k.name]
+            fixed[k.name] = v if v in vals else min(vals, key=lambda x: abs(x - v) if isinstance(x, int) else 0)
+        out.append(fixed)
+    return out
+
+
+def torch_reference(A, B):  # type: ignore[no-untyped-def]
+    return A @ B
+
+
 def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return A @ B
 
@@ -85,4 +108,5 @@ def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 TEMPLATE = Template(
     name="matmul", description="C[M,N] = A[M,K] @ B[K,N]", dims=("M", "N", "K"),
     define=define, space=space, schedule=schedule, reference=reference,
-    flops=lambda s: 2.0 * s["M"] * s["N"] * s["K"], default_shape="256x256x256")
+    flops=lambda s: 2.0 * s["M"] * s["N"] * s["K"], default_shape="256x256x256",
+    presets=presets, torch_reference=torch_reference)

@@ -70,12 +70,13 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, 
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # before executing: Numba's cache looks the module up by name
     try:
         spec.loader.exec_module(mod)
     except Exception as e:  # numba typing/lowering errors arrive here
+        del sys.modules[name]
         raise CompileError(f"Numba could not compile the kernel in {path}: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    sys.modules[name] = mod
     return mod, path, time.perf_counter() - t0
 
 

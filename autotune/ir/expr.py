@@ -225,9 +225,9 @@ def as_expr(x: object) -> Expr:
 def _check_shape(shape: Sequence[int], what: str) -> tuple[int, ...]:
     try:
         out = tuple(int(s) for s in shape)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise DefinitionError(f"{what}: shape must be a sequence of positive integers, got {shape!r}") from e
-    if not out or any(s <= 0 or s != t for s, t in zip(out, shape)):
+    if not out or any(s <= 0 or s != t or isinstance(t, bool) for s, t in zip(out, shape)):
         raise DefinitionError(f"{what}: shape must be a non-empty sequence of positive integers, got {tuple(shape)!r}")
     return out
 
@@ -261,7 +261,7 @@ def reduce_axis(extent: int, *, name: str | None = None) -> IterVar:
 
 
 def _reduce(op: str, expr: object, axis: IterVar | Iterable[IterVar]) -> Reduce:
-    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    axes = (axis,) if isinstance(axis, (IterVar, Expr)) or not isinstance(axis, Iterable) else tuple(axis)
     if not axes or any(not isinstance(a, IterVar) or a.kind != "reduce" for a in axes):
         raise DefinitionError(f"te.{op}: axis must be one or more reduce_axis(...), got {axis!r}")
     return Reduce(op, as_expr(expr), axes)
@@ -346,6 +346,11 @@ def compute(shape: Sequence[int], fcompute: Callable[..., object], *, name: str 
     axes = tuple(IterVar(Var(p), s, "spatial") for p, s in zip(params, shape))
     body = as_expr(fcompute(*(a.var for a in axes)))
     _check_reduce_placement(body, name, top=True)
+    bound = {a.var for a in axes} | ({a.var for a in body.axes} if isinstance(body, Reduce) else set())
+    free = sorted({v.name for v in walk(body) if isinstance(v, Var) and v not in bound})
+    if free:
+        raise DefinitionError(f"compute {name!r}: the body uses {free}, which are neither axes of this compute nor "
+                              "reduced by its top-level te.sum/max_reduce/min_reduce")
     out_dtype = dtype or body.dtype or "float64"
     if out_dtype == "bool":
         out_dtype = "bool"

@@ -26,7 +26,8 @@ ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 def init_value(op: str, dtype: str) -> Const:
     if op == "sum":
         return Const(0, dtype)
-    big = math.inf if dtype.startswith("float") else (2**63 - 1)
+    # the largest finite value, not inf: kernels compile with fastmath ninf, and the printer rejects inf
+    big = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "int32": 2**31 - 1}.get(dtype, 2**63 - 1)
     return Const(-big if op == "max" else big, dtype)
 
 

@@ -133,6 +133,8 @@ class Schedule:
     def _new_stage(t: Tensor) -> Stage:
         root = [(a.name, a.extent, "spatial") for a in t.axes] + [(a.name, a.extent, "reduce") for a in t.reduce_axes]
         names = [n for n, _, _ in root]
+        for n in names:  # axis names are printed into the kernel source: identifiers only
+            check_name("compute definition", n, f"axis name of {t.name!r}")
         if len(set(names)) != len(names):
             raise DefinitionError(f"compute {t.name!r}: axis names must be distinct, got {names}")
         st = Stage(t.name, t, root)
@@ -153,9 +155,22 @@ class Schedule:
         return [st.to_json() for st in self.trace]
 
     def apply(self, step: Step) -> None:
-        """Validate and apply one step, then record it."""
+        """Validate and apply one step, then record it. A rejected step leaves the schedule as it was
+        (tile splits twice: without this, a failing second split would leave the first one applied
+        but unrecorded, and replaying the trace would give a different loop nest)."""
         step.validate()
-        getattr(self, "_" + step.op)(step)
+        saved = (dict(self.stages), dict(self.tensors), dict(self.packs),
+                 {n: (list(st.order), list(st.relations), dict(st.loop_kind), dict(st.axis_kind), st.attach,
+                      st.cache_at) for n, st in self.stages.items()})
+        try:
+            getattr(self, "_" + step.op)(step)
+        except Exception:
+            self.stages, self.tensors, self.packs, per_stage = saved
+            for n, (order, rel, kinds, axis_kind, attach, cache_at) in per_stage.items():
+                st = self.stages[n]
+                st.order, st.relations, st.loop_kind, st.axis_kind, st.attach, st.cache_at = (
+                    order, rel, kinds, axis_kind, attach, cache_at)
+            raise
         self.trace.append(step)
 
     # ---- helpers ------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class Step:
             if isinstance(v, tuple):
                 for x in v:
                     check_name(self.op, x, f.name)
-            elif v is not None:
+            elif v is not None or f.default is not None:  # None only stands for an optional name
                 check_name(self.op, v, f.name)
 
 

@@ -1,0 +1,228 @@
+"""Benchmarks: find the best config of a template from presets and samples, then time it against
+NumPy (and PyTorch when installed) in the same run, in separate blocks with pauses between them.
+
+Example (Python)::
+
+    >>> from autotune.bench import BenchOptions, run_bench          # doctest: +SKIP
+    >>> from autotune.task import Task                              # doctest: +SKIP
+    >>> r = run_bench(Task.create("matmul", "256x256x256"), BenchOptions(trials=4))  # doctest: +SKIP
+    >>> r.best_gflops > 0                                           # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from autotune.errors import AutotuneError
+from autotune.space import Config
+from autotune.task import Task
+from measure.check import check_output, poisoned
+from measure.timing import TimingProtocol, time_callable
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """trials: configs to try (presets first, then random samples); rounds: alternating
+    baseline/kernel timing blocks for the final comparison; pause_s: idle time between blocks
+    (BLAS threads keep spinning after a call and slow whatever runs next)."""
+    trials: int = 16
+    seed: int = 0
+    protocol: TimingProtocol = TimingProtocol(warmup=2, number=1, repeat=5, min_repeat_ms=100)
+    search_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
+    rounds: int = 3
+    pause_s: float = 0.5
+    progress: bool = True
+    baselines: tuple[str, ...] = ("numpy", "torch")
+
+
+@dataclass
+class Candidate:
+    config: Config
+    seconds: float | None = None
+    compile_seconds: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class BenchResult:
+    task: Task
+    best: Candidate
+    kernel_seconds: float
+    baselines: dict[str, float]
+    candidates: list[Candidate] = field(default_factory=list)
+    tuning_seconds: float = 0.0
+
+    @property
+    def best_gflops(self) -> float:
+        return self.task.flops() / self.kernel_seconds / 1e9
+
+    def ratio(self, baseline: str) -> float:
+        return self.baselines[baseline] / self.kernel_seconds
+
+    def to_json(self) -> dict[str, Any]:
+        fl = self.task.flops()
+        compiles = [c.compile_seconds for c in self.candidates if c.compile_seconds is not None]
+        return {
+            "schema": SCHEMA_VERSION,
+            "task": self.task.key(), "op": self.task.op, "shape": self.task.shape_dict, "dtype": self.task.dtype,
+            "threads": self.task.threads,
+            "best": {"config": self.best.config.to_json(), "seconds": self.kernel_seconds,
+                     "gflops": fl / self.kernel_seconds / 1e9},
+            "baselines": {k: {"seconds": v, "gflops": fl / v / 1e9, "ratio": v / self.kernel_seconds}
+                          for k, v in self.baselines.items()},
+            "trials": len(self.candidates),
+            "errors": sum(c.error is not None for c in self.candidates),
+            "tuning_seconds": self.tuning_seconds,
+            "median_compile_seconds": statistics.median(compiles) if compiles else None,
+            "candidates": [{"config": c.config.to_json(), "seconds": c.seconds, "compile_seconds": c.compile_seconds,
+                            "error": c.error} for c in self.candidates],
+            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                        "python": platform.python_version(), "numpy": np.__version__},
+        }
+
+
+def candidate_configs(task: Task, trials: int, seed: int) -> list[Config]:
+    """Presets of the template first, then distinct random samples of its space."""
+    space = task.space()
+    out: list[Config] = []
+    seen: set[Config] = set()
+    presets = task.template.presets(task.shape_dict, task.dtype, task.threads) if task.template.presets else []
+    for p in presets:
+        cfg = space.validate(p)
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append(cfg)
+    rng = random.Random(seed)
+    attempts = 0
+    while len(out) < trials and attempts < trials * 50:
+        attempts += 1
+        cfg = space.sample(rng)
+        if cfg not in seen:
+            seen.add(cfg)
+            out.append(cfg)
+    return out[:max(trials, 1)]
+
+
+@contextlib.contextmanager
+def blas_threads(n: int) -> Iterator[None]:
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        yield
+        return
+    with threadpool_limits(limits=n):
+        yield
+
+
+def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, ...]) -> dict[str, Callable[[], Any]]:
+    out: dict[str, Callable[[], Any]] = {}
+    if "numpy" in which:
+        ref = task.template.reference
+        out["numpy"] = lambda: ref(*inputs)
+    if "torch" in which and task.template.torch_reference is not None:
+        try:
+            import torch
+        except ImportError:
+            return out
+        torch.set_num_threads(task.threads)
+        tin = [torch.from_numpy(a) for a in inputs]
+        tref = task.template.torch_reference
+
+        def run_torch() -> Any:
+            with torch.no_grad():
+                return tref(*tin)
+        out["torch"] = run_torch
+    return out
+
+
+def _progress(enabled: bool, total: int, label: str):  # type: ignore[no-untyped-def]
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[best]}"), transient=False)
+
+
+def search(task: Task, options: BenchOptions) -> list[Candidate]:
+    """Compile, check and time each candidate config; errors are recorded, not raised."""
+    inputs = task.inputs(seed=options.seed)
+    ref = task.reference(inputs)
+    configs = candidate_configs(task, options.trials, options.seed)
+    results: list[Candidate] = []
+    best: float | None = None
+    fl = task.flops()
+    with _progress(options.progress, len(configs), f"tuning {task.key()}") as prog:
+        tid = prog.add_task("tune", total=len(configs), best="") if prog else None
+        for cfg in configs:
+            c = Candidate(cfg)
+            try:
+                t0 = time.perf_counter()
+                kern = task.build(cfg)
+                c.compile_seconds = kern.compile_seconds or (time.perf_counter() - t0)
+                out = poisoned(kern.output_shape, task.dtype)
+                kern(*inputs, out=out)
+                chk = check_output(out, ref, task.dtype)
+                if not chk.ok:
+                    c.error = f"wrong answer: {chk.message}"
+                else:
+                    c.seconds = time_callable(kern.bind(*inputs), options.search_protocol).median
+                    if best is None or c.seconds < best:
+                        best = c.seconds
+            except AutotuneError as e:
+                c.error = f"{type(e).__name__}: {e}"
+            results.append(c)
+            if prog:
+                prog.update(tid, advance=1, best=f"best {fl / best / 1e9:.1f} {task.template.metric}" if best else "")
+    return results
+
+
+def run_bench(task: Task, options: BenchOptions = BenchOptions()) -> BenchResult:
+    """Search, then time the best kernel and the baselines in alternating blocks of the same run."""
+    t0 = time.perf_counter()
+    cands = search(task, options)
+    tuning = time.perf_counter() - t0
+    ok = [c for c in cands if c.seconds is not None]
+    if not ok:
+        first = next((c.error for c in cands if c.error), "no candidates")
+        raise AutotuneError(f"no candidate of {task.key()} compiled and passed the check; first error: {first}")
+    best = min(ok, key=lambda c: c.seconds)  # type: ignore[arg-type, return-value]
+    inputs = task.inputs(seed=options.seed + 1)
+    kern = task.build(best.config)
+    run = kern.bind(*inputs)
+    base = baseline_callables(task, inputs, options.baselines)
+    samples: dict[str, list[float]] = {k: [] for k in base}
+    mine: list[float] = []
+    for _ in range(options.rounds):
+        for name, fn in base.items():
+            with blas_threads(task.threads):
+                samples[name].append(time_callable(fn, options.protocol).median)
+            time.sleep(options.pause_s)
+        mine.append(time_callable(run, options.protocol).median)
+        time.sleep(options.pause_s)
+    return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
+                       cands, tuning)
+
+
+def format_result(r: BenchResult) -> str:
+    t = r.task
+    unit = t.template.metric
+    lines = [f"{t.key()}  threads={t.threads}",
+             f"  autotune  {r.best_gflops:8.1f} {unit}  ({r.kernel_seconds * 1e3:.3f} ms)  "
+             f"config {r.best.config.key()}"]
+    for name, sec in r.baselines.items():
+        lines.append(f"  {name:<8}  {t.flops() / sec / 1e9:8.1f} {unit}  ({sec * 1e3:.3f} ms)  "
+                     f"autotune/{name} = {r.ratio(name):.2f}x")
+    errs = sum(c.error is not None for c in r.candidates)
+    lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s")
+    return "\n".join(lines)
