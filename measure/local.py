@@ -1,0 +1,252 @@
+"""LocalRunner: compile candidates in parallel worker processes, then check and time them one
+at a time in a timing worker pinned to its cores.
+
+A kernel that segfaults, hangs or loops forever kills (or gets killed with) only its worker,
+which is replaced; its result records the error kind and the tuner goes on. Timings never
+overlap: the compile phase finishes before the timing phase starts, and the timing worker holds
+a machine-wide file lock while it times.
+
+Example::
+
+    >>> from measure.local import LocalRunner                         # doctest: +SKIP
+    >>> from measure.runner import MeasureInput                       # doctest: +SKIP
+    >>> with LocalRunner() as runner:                                 # doctest: +SKIP
+    ...     results = runner.run([MeasureInput(task, cfg)])
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from autotune.environment import numba_env, settings
+from measure.runner import ErrorKind, MeasureInput, MeasureResult
+from measure.timing import TimingProtocol
+
+
+@dataclass(frozen=True)
+class LocalRunnerOptions:
+    """compile_workers: parallel compiles (default: cores); timeouts in seconds; protocol: how to
+    time; max_spread: re-measure (up to `retries` times) when max/min of the samples exceeds it."""
+    compile_workers: int = 0
+    compile_timeout: float = 120.0
+    run_timeout: float = 60.0
+    protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=5, min_repeat_ms=40)
+    max_spread: float = 1.10
+    retries: int = 2
+    seed: int = 0
+    timing_cores: tuple[int, ...] = ()
+    startup_timeout: float = 180.0
+
+
+class _Worker:
+    """One worker subprocess speaking JSON lines."""
+
+    def __init__(self, role: str, cores: Sequence[int], lock: str) -> None:
+        env = dict(os.environ)
+        env.update(numba_env())
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["AUTOTUNE_WORKER_ROLE"] = role
+        env["AUTOTUNE_WORKER_CORES"] = ",".join(map(str, cores))
+        env["AUTOTUNE_TIMING_LOCK"] = lock
+        self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.buf = b""
+        self.ready = False
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def fileno(self) -> int:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.fileno()
+
+    def read_line(self) -> dict[str, Any] | None:
+        """A complete reply if one is buffered or readable now; None if not yet. EOFError if dead."""
+        while b"\n" not in self.buf:
+            r, _, _ = select.select([self.fileno()], [], [], 0)
+            if not r:
+                return None
+            chunk = os.read(self.fileno(), 1 << 16)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def wait_line(self, timeout: float) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.read_line()
+            if got is not None:
+                return got
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([self.fileno()], [], [], min(left, 1.0))
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+
+class LocalRunner:
+    """Measures candidates on this machine in isolated worker processes."""
+
+    def __init__(self, options: LocalRunnerOptions = LocalRunnerOptions()) -> None:
+        self.options = options
+        self.n_compile = options.compile_workers or (os.cpu_count() or 1)
+        cache = settings().cache_dir
+        cache.mkdir(parents=True, exist_ok=True)
+        self.lock = str(cache / "timing.lock")
+        allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+        self.timing_cores = list(options.timing_cores) or allowed[:max(1, settings().threads)]
+        self._compilers: list[_Worker] = []
+        self._timer: _Worker | None = None
+        self.workers_replaced = 0
+
+    def __enter__(self) -> "LocalRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- workers ----------------------------------------------------------------------------
+    def _start(self, role: str) -> _Worker:
+        w = _Worker(role, self.timing_cores if role == "measure" else [], self.lock)
+        return w
+
+    def _ensure_ready(self, w: _Worker) -> None:
+        if w.ready:
+            return
+        try:
+            msg = w.wait_line(self.options.startup_timeout)
+        except EOFError:
+            msg = None
+        if not msg or not msg.get("ready"):
+            w.kill()
+            why = (msg or {}).get("message", "no answer")
+            raise RuntimeError(f"a measurement worker failed to start: {why}")
+        w.ready = True
+
+    def _payload(self, inp: MeasureInput, kind: str) -> dict[str, Any]:
+        t = inp.task
+        return {"kind": kind, "op": t.op, "shape": t.shape_dict, "dtype": t.dtype, "threads": t.threads,
+                "config": inp.config.to_json(), "protocol": asdict(self.options.protocol),
+                "seed": self.options.seed, "max_spread": self.options.max_spread, "retries": self.options.retries}
+
+    # ---- phases -----------------------------------------------------------------------------
+    def _compile_all(self, inputs: Sequence[MeasureInput]) -> list[dict[str, Any]]:
+        """Compile every input in parallel; return one outcome per input."""
+        while len(self._compilers) < min(self.n_compile, len(inputs)):
+            self._compilers.append(self._start("compile"))
+        for w in self._compilers:
+            self._ensure_ready(w)
+        outcomes: list[dict[str, Any] | None] = [None] * len(inputs)
+        queue = list(range(len(inputs)))
+        busy: dict[int, tuple[int, float]] = {}  # worker slot -> (input index, deadline)
+        while queue or busy:
+            for slot, w in enumerate(self._compilers):
+                if slot not in busy and queue:
+                    i = queue.pop(0)
+                    w.send(self._payload(inputs[i], "compile"))
+                    busy[slot] = (i, time.monotonic() + self.options.compile_timeout)
+            fds = [self._compilers[s] for s in busy]
+            select.select([w.fileno() for w in fds if not w.buf], [], [], 0.5) if all(not w.buf for w in fds) else None
+            for slot in list(busy):
+                w = self._compilers[slot]
+                i, deadline = busy[slot]
+                try:
+                    msg = w.read_line()
+                except EOFError:
+                    outcomes[i] = {"ok": False, "error": "worker_crashed",
+                                   "message": f"compile worker died (exit code {w.proc.poll()})"}
+                    self._replace_compiler(slot)
+                    del busy[slot]
+                    continue
+                if msg is not None:
+                    outcomes[i] = msg
+                    del busy[slot]
+                elif time.monotonic() > deadline:
+                    outcomes[i] = {"ok": False, "error": "compile_timeout",
+                                   "message": f"compile took over {self.options.compile_timeout:g} s"}
+                    self._replace_compiler(slot)
+                    del busy[slot]
+        return outcomes  # type: ignore[return-value]
+
+    def _replace_compiler(self, slot: int) -> None:
+        self._compilers[slot].kill()
+        self._compilers[slot] = self._start("compile")
+        self._ensure_ready(self._compilers[slot])
+        self.workers_replaced += 1
+
+    def _measure(self, inp: MeasureInput) -> dict[str, Any]:
+        if self._timer is None:
+            self._timer = self._start("measure")
+        self._ensure_ready(self._timer)
+        w = self._timer
+        w.send(self._payload(inp, "measure"))
+        try:
+            msg = w.wait_line(self.options.run_timeout)
+        except EOFError:
+            code = w.proc.poll()
+            w.kill()
+            self._timer = None
+            self.workers_replaced += 1
+            return {"ok": False, "error": "worker_crashed",
+                    "message": f"the kernel crashed its worker (exit code {code})"}
+        if msg is None:
+            w.kill()
+            self._timer = None
+            self.workers_replaced += 1
+            return {"ok": False, "error": "run_timeout",
+                    "message": f"check and timing took over {self.options.run_timeout:g} s; the worker was killed"}
+        return msg
+
+    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        if not inputs:
+            return []
+        compiled = self._compile_all(inputs)
+        results: list[MeasureResult] = []
+        for inp, c in zip(inputs, compiled):
+            if not c.get("ok"):
+                results.append(MeasureResult(None, ErrorKind(c["error"]), c.get("message", "")))
+                continue
+            m = self._measure(inp)
+            cs = c.get("compile_s")
+            if m.get("ok"):
+                results.append(MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy"))))
+            else:
+                results.append(MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs))
+        return results
+
+    def close(self) -> None:
+        for w in self._compilers:
+            w.close()
+        self._compilers = []
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
