@@ -3,6 +3,8 @@
     autotune list                                   operators, their dims and knobs
     autotune show OP --shape S [--config JSON]      print the generated Numba source
     autotune bench OP --shape S [--trials N]        best config vs NumPy (and torch) in one run
+    autotune tune OP --shape S --trials N --log F   tune, logging every measurement (resumes F)
+    autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
 
 Errors print one line naming what is wrong, and exit with status 2.
 """
@@ -42,6 +44,21 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=3, help="alternating timing blocks for the comparison")
     bench.add_argument("--json", dest="json_out", help="write the result as JSON to this file")
     bench.add_argument("--no-progress", action="store_true")
+    tn = sub.add_parser("tune", help="tune an operator at a shape, logging every measurement")
+    task_args(tn)
+    tn.add_argument("--trials", type=int, default=64, help="measurements to make (resumed ones not counted)")
+    tn.add_argument("--log", required=True, help="tuning log (JSON lines); an existing log is resumed")
+    tn.add_argument("--strategy", default="random", choices=["random"], help="search strategy")
+    tn.add_argument("--seed", type=int, default=0)
+    tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
+    tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
+    tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
+    tn.add_argument("--no-progress", action="store_true")
+
+    rp = sub.add_parser("replay", help="rebuild, re-verify and re-time the best kernel of each task in a log")
+    rp.add_argument("log", help="a tuning log (JSON lines)")
+    rp.add_argument("--threads", type=int, default=None, help="time with this many threads (default: as logged)")
+    rp.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
     return p
 
 
@@ -115,6 +132,77 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from autotune.records import RecordLog
+    from autotune.search import RandomSearch
+    from autotune.tuner import Tuner, TuneOptions
+    from measure.local import LocalRunner
+    task = _task(args)
+    if args.trials < 1 or args.batch < 1:
+        raise AutotuneError("--trials and --batch must be >= 1")
+    strategy = RandomSearch(task.space(), seed=args.seed)
+    show = not args.no_progress and sys.stderr.isatty()
+    with LocalRunner() as runner, _TuneProgress(task, args.trials, show) as progress:
+        tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=[progress.update])
+        result = tuner.run(TuneOptions(trials=args.trials, batch=args.batch, timeout_s=args.timeout))
+    unit = task.template.metric
+    print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
+          f"({result.resumed} resumed from the log, {result.errors} failed) in {result.wall_seconds:.1f} s")
+    if result.best_config is not None:
+        print(f"best config: {result.best_config.key()}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({
+            "task": task.key(), "threads": task.threads, "trials": result.measured, "resumed": result.resumed,
+            "errors": result.errors, "wall_seconds": result.wall_seconds, "best_seconds": result.best_seconds,
+            "best_gflops": result.best_gflops,
+            "best_config": result.best_config.to_json() if result.best_config else None}, indent=2) + "\n")
+    return 0 if result.best_config is not None else 1
+
+
+class _TuneProgress:
+    """A rich progress bar: trials done, best so far, errors."""
+
+    def __init__(self, task, total: int, enabled: bool) -> None:  # type: ignore[no-untyped-def]
+        self.task, self.total, self.enabled = task, total, enabled
+        self.best = float("inf")
+        self.errors = 0
+
+    def __enter__(self) -> "_TuneProgress":
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            self.prog = Progress(TextColumn(f"tuning {self.task.key()}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
+            self.prog.__enter__()
+            self.tid = self.prog.add_task("tune", total=self.total, info="")
+        return self
+
+    def update(self, task, configs, results) -> None:  # type: ignore[no-untyped-def]
+        for r in results:
+            self.errors += r.error is not None
+            if r.ok:
+                self.best = min(self.best, r.median)
+        if self.enabled:
+            fl = self.task.flops()
+            best = f"best {fl / self.best / 1e9:.1f} {self.task.template.metric}" if self.best < float("inf") else ""
+            self.prog.update(self.tid, advance=len(results), info=f"{best}  errors {self.errors}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.prog.__exit__(None, None, None)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from autotune.replay import format_rows, replay_log
+    rows = replay_log(args.log, threads=args.threads)
+    if not rows:
+        raise AutotuneError(f"the log {args.log} has no successful measurement to replay")
+    print(format_rows(rows))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps([r.to_json() for r in rows], indent=2) + "\n")
+        print(f"wrote {args.json_out}")
+    return 0 if all(r.error is None for r in rows) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -122,6 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_list()
         if args.command == "show":
             return cmd_show(args)
+        if args.command == "tune":
+            return cmd_tune(args)
+        if args.command == "replay":
+            return cmd_replay(args)
         return cmd_bench(args)
     except AutotuneError as e:
         print(f"autotune: error: {e}", file=sys.stderr)

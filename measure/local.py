@@ -56,6 +56,10 @@ class _Worker:
         env["AUTOTUNE_WORKER_ROLE"] = role
         env["AUTOTUNE_WORKER_CORES"] = ",".join(map(str, cores))
         env["AUTOTUNE_TIMING_LOCK"] = lock
+        from templates import USER_MODULES
+        env["AUTOTUNE_TEMPLATE_MODULES"] = ",".join(USER_MODULES)
+        if USER_MODULES:  # a user's template module may live beside their script
+            env["PYTHONPATH"] += os.pathsep + os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         self.buf = b""

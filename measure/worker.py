@@ -22,6 +22,9 @@ class _Worker:
         configure_numba()
         import numpy  # noqa: F401
         from autotune.task import Task  # noqa: F401 (imports numba once, up front)
+        import importlib
+        for mod in filter(None, os.environ.get("AUTOTUNE_TEMPLATE_MODULES", "").split(",")):
+            importlib.import_module(mod)  # user templates register themselves on import
         self.role = role
         self.lock_path = lock_path
         if cores and hasattr(os, "sched_setaffinity"):

@@ -11,8 +11,30 @@ from __future__ import annotations
 from autotune.errors import AutotuneError
 from templates.base import CodegenOptions, Template
 from templates import matmul
+from templates import conv2d, depthwise_conv2d
 
-TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE,)}
+TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE)}
+
+
+USER_MODULES: list[str] = []  # modules of templates registered at run time (workers import them)
+
+
+def register(template: Template, module: str | None = None) -> Template:
+    """Add a template of your own, so tasks, logs and the CLI can name it.
+
+    Pass `module=__name__` from the module that defines it: measurement workers import that
+    module (which registers the template again in the worker). Names in a log are only looked
+    up, never imported, so a log cannot make autotune import code.
+    """
+    if not isinstance(template, Template):
+        raise AutotuneError(f"register() takes a Template, got {type(template).__name__}")
+    existing = TEMPLATES.get(template.name)
+    if existing is not None and existing is not template and existing.define is not template.define:
+        raise AutotuneError(f"an operator named {template.name!r} is already registered")
+    TEMPLATES[template.name] = template
+    if module and module != "__main__" and module not in USER_MODULES:
+        USER_MODULES.append(module)
+    return template
 
 
 def get_template(name: str | Template) -> Template:
@@ -24,4 +46,4 @@ def get_template(name: str | Template) -> Template:
     return TEMPLATES[name]
 
 
-__all__ = ["CodegenOptions", "TEMPLATES", "Template", "get_template"]
+__all__ = ["CodegenOptions", "TEMPLATES", "Template", "USER_MODULES", "get_template", "register"]

@@ -188,6 +188,15 @@ class Schedule:
         if axis not in st.order:
             raise ScheduleError(op, axis, f"stage {st.name!r} has no loop {axis!r}; its loops are {st.order}")
 
+    def _not_anchor(self, op: str, st: Stage, axis: str) -> None:
+        """Split and fuse remove a loop: refuse if a cache_write or an attached stage sits at it."""
+        if st.cache_at == axis:
+            raise ScheduleError(op, axis, f"loop {axis!r} holds the cache_write of stage {st.name!r}; "
+                                          f"{op} before cache_write")
+        for o in self.stages.values():
+            if o.attach[0] == "at" and o.attach[1] == st.name and o.attach[2] == axis:
+                raise ScheduleError(op, axis, f"stage {o.name!r} is computed at loop {axis!r}; {op} before compute_at")
+
     def _fresh(self, op: str, st: Stage, name: str) -> str:
         check_name(op, name, "axis name")
         if name in st.axis_kind:
@@ -244,6 +253,7 @@ class Schedule:
     def _split(self, s: Split) -> None:
         st = self.stage(s.op, s.stage)
         self._leaf(s.op, st, s.axis)
+        self._not_anchor(s.op, st, s.axis)
         o, i = self._fresh(s.op, st, s.outer or f"{s.axis}_o"), self._fresh(s.op, st, s.inner or f"{s.axis}_i")
         if o == i:
             raise ScheduleError(s.op, s.axis, "outer and inner names must differ")
@@ -266,6 +276,7 @@ class Schedule:
         st = self.stage(s.op, s.stage)
         for a in (s.outer, s.inner):
             self._leaf(s.op, st, a)
+            self._not_anchor(s.op, st, a)
         po, pi = st.order.index(s.outer), st.order.index(s.inner)
         if pi != po + 1:
             raise ScheduleError(s.op, s.inner, f"{s.outer!r} must directly enclose {s.inner!r} to fuse them; "

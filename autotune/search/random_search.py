@@ -1,0 +1,43 @@
+"""Random search: distinct uniform samples of the space."""
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from autotune.space import Config, ConfigSpace
+from measure.runner import MeasureResult
+
+
+class RandomSearch:
+    """Uniform random configs, never repeating one (seeded).
+
+    Example::
+
+        >>> from autotune.space import ConfigSpace, ChoiceKnob
+        >>> s = RandomSearch(ConfigSpace([ChoiceKnob("a", [1, 2, 3])]), seed=0)
+        >>> len(s.propose(5))
+        3
+        >>> s.propose(1) is None
+        True
+    """
+    name = "random"
+
+    def __init__(self, space: ConfigSpace, seed: int = 0) -> None:
+        self.space = space
+        self.rng = random.Random(seed)
+        self.seen: set[Config] = set()
+
+    def propose(self, n: int) -> list[Config] | None:
+        out: list[Config] = []
+        size = len(self.space)
+        tries = 0
+        while len(out) < n and len(self.seen) < size and tries < 100 * n + 100:
+            tries += 1
+            cfg = self.space.sample(self.rng)
+            if cfg not in self.seen:
+                self.seen.add(cfg)
+                out.append(cfg)
+        return out or None
+
+    def update(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        self.seen.update(configs)
