@@ -127,9 +127,9 @@ def blas_threads(n: int) -> Iterator[None]:
 
 def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, ...]) -> dict[str, Callable[[], Any]]:
     out: dict[str, Callable[[], Any]] = {}
+    extra = {k: v for k, v in task.shape if k in task.template.extra_dims}
     if "numpy" in which:
-        ref = task.template.reference
-        out["numpy"] = lambda: ref(*inputs)
+        out["numpy"] = lambda: task.reference(inputs)
     if "torch" in which and task.template.torch_reference is not None:
         try:
             import torch
@@ -141,7 +141,7 @@ def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, .
 
         def run_torch() -> Any:
             with torch.no_grad():
-                return tref(*tin)
+                return tref(*tin, **extra)
         out["torch"] = run_torch
     return out
 

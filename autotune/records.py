@@ -55,6 +55,7 @@ class Record:
     timestamp: float = field(default_factory=time.time)
     target: Mapping[str, Any] = field(default_factory=dict)
     strategy: str | None = None
+    noisy: bool = False                    # spread of the samples stayed above the threshold
     version: int = SCHEMA_VERSION
 
     # ---- derived ---------------------------------------------------------------------------
@@ -85,7 +86,7 @@ class Record:
                 "threads": self.threads, "config": dict(self.config),
                 "costs": list(self.costs) if self.costs is not None else None,
                 "error": self.error, "message": self.message, "compile_s": self.compile_seconds,
-                "ts": self.timestamp, "target": dict(self.target), "strategy": self.strategy}
+                "ts": self.timestamp, "target": dict(self.target), "strategy": self.strategy, "noisy": self.noisy}
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
@@ -129,7 +130,7 @@ class Record:
                    config=need("config", dict), costs=costs, error=err, message=str(d.get("message", ""))[:2000],
                    compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
-                   strategy=strat if isinstance(strat, str) else None, version=v)
+                   strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v)
 
     # ---- validation against the operator's space ----------------------------------------------
     def task(self):  # type: ignore[no-untyped-def]

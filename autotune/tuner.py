@@ -59,7 +59,7 @@ def result_to_record(task: Task, cfg: Config, res: MeasureResult, strategy: str 
     return Record(op=task.op, shape=task.shape_dict, dtype=task.dtype, threads=task.threads, config=cfg.to_json(),
                   costs=list(res.costs) if res.ok else None, error=res.error.value if res.error else None,
                   message=res.message[:2000], compile_seconds=res.compile_seconds, timestamp=res.timestamp,
-                  target=dict(target), strategy=strategy)
+                  target=dict(target), strategy=strategy, noisy=res.noisy)
 
 
 def record_to_result(r: Record) -> MeasureResult:

@@ -1,0 +1,48 @@
+"""Templates whose kernels misbehave on purpose: segfault, hang, wrong answer, compile error.
+
+The behaviour is the `mode` dimension of the shape (a different compute definition per mode),
+so every config of every mode is a real generated Numba kernel. Importing this module
+registers the template (measurement workers import it too, through templates.USER_MODULES).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.ir import te
+from autotune.ir.expr import Call
+from autotune.space import ChoiceKnob, ConfigSpace
+from templates import register
+from templates.base import CodegenOptions, Template
+
+OK, SEGFAULT, HANG, WRONG, COMPILE_ERROR = range(5)
+
+
+def define(shape: dict, dtype: str) -> te.Tensor:
+    n, mode = shape["N"], shape["mode"]
+    A = te.placeholder((n,), dtype, name="A")
+    if mode == SEGFAULT:  # reads terabytes past the end of A
+        return te.compute((n,), lambda i: A[i + (1 << 40)] * 2.0, name="out")
+    if mode == HANG:  # a reduction of 2**50 steps: runs "forever"
+        k = te.reduce_axis(1 << 50, name="k")
+        return te.compute((n,), lambda i: te.sum(A[i] * 1.0, axis=k), name="out")
+    if mode == WRONG:
+        return te.compute((n,), lambda i: A[i] * 3.0, name="out")
+    if mode == COMPILE_ERROR:  # a function Numba does not know
+        return te.compute((n,), lambda i: Call("no_such_function", (A[i],)), name="out")
+    return te.compute((n,), lambda i: A[i] * 2.0, name="out")
+
+
+def space(shape: dict, dtype: str, threads: int) -> ConfigSpace:
+    return ConfigSpace([ChoiceKnob("split", [1, 4])])
+
+
+def schedule(s, cfg, shape, threads) -> CodegenOptions:  # type: ignore[no-untyped-def]
+    if cfg["split"] > 1 and shape["mode"] != HANG:
+        s.split("out", "i", cfg["split"])
+    return CodegenOptions()
+
+
+FAULTY = register(Template(
+    name="faulty", description="misbehaving kernels for tests", dims=("N",), define=define, space=space,
+    schedule=schedule, reference=lambda A, mode=0: A * 2.0, flops=lambda s: float(s["N"]), default_shape="16",
+    extra_dims={"mode": 0}), module=__name__)

@@ -1,0 +1,48 @@
+"""LocalRunner against real misbehaving kernels: each failure is recorded, the run finishes."""
+from __future__ import annotations
+
+import pytest
+
+from autotune.space import Config
+from autotune.task import Task
+from measure.local import LocalRunner, LocalRunnerOptions
+from measure.runner import ErrorKind, MeasureInput
+from measure.timing import TimingProtocol
+from tests.measure import faulty_templates as ft
+
+FAST = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=1)
+
+
+def inp(mode: int, split: int = 1) -> MeasureInput:
+    task = Task.create("faulty", {"N": 64, "mode": mode}, threads=1)
+    return MeasureInput(task, Config({"split": split}))
+
+
+@pytest.fixture(scope="module")
+def runner():
+    r = LocalRunner(LocalRunnerOptions(compile_workers=2, compile_timeout=120, run_timeout=20, protocol=FAST))
+    yield r
+    r.close()
+
+
+def test_every_failure_is_recorded_and_the_run_finishes(runner: LocalRunner) -> None:
+    inputs = [inp(ft.OK), inp(ft.SEGFAULT), inp(ft.HANG), inp(ft.WRONG), inp(ft.COMPILE_ERROR), inp(ft.OK, 4)]
+    results = runner.run(inputs)
+    kinds = [r.error for r in results]
+    assert kinds == [None, ErrorKind.WORKER_CRASHED, ErrorKind.RUN_TIMEOUT, ErrorKind.WRONG_ANSWER,
+                     ErrorKind.COMPILE_ERROR, None], [(r.error, r.message) for r in results]
+    assert results[0].ok and results[0].median > 0 and results[5].ok
+    assert "no_such_function" in results[4].message or "Numba" in results[4].message
+    assert runner.workers_replaced >= 2  # the crashed and the hung worker were replaced
+
+
+def test_the_runner_keeps_working_after_failures(runner: LocalRunner) -> None:
+    results = runner.run([inp(ft.OK), inp(ft.OK, 4)])
+    assert all(r.ok for r in results)
+    assert all(len(r.costs) == FAST.repeat for r in results)
+
+
+def test_compile_timeout_is_recorded() -> None:
+    with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:
+        (res,) = r.run([inp(ft.OK, 4)])
+    assert res.error is ErrorKind.COMPILE_TIMEOUT
