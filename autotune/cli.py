@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from autotune.errors import AutotuneError
+from autotune.search import STRATEGIES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     task_args(tn)
     tn.add_argument("--trials", type=int, default=64, help="measurements to make (resumed ones not counted)")
     tn.add_argument("--log", required=True, help="tuning log (JSON lines); an existing log is resumed")
-    tn.add_argument("--strategy", default="random", choices=["random"], help="search strategy")
+    tn.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES), help="search strategy")
     tn.add_argument("--seed", type=int, default=0)
     tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
@@ -134,13 +135,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.records import RecordLog
-    from autotune.search import RandomSearch
+    from autotune.search import make_strategy
     from autotune.tuner import Tuner, TuneOptions
     from measure.local import LocalRunner
     task = _task(args)
     if args.trials < 1 or args.batch < 1:
         raise AutotuneError("--trials and --batch must be >= 1")
-    strategy = RandomSearch(task.space(), seed=args.seed)
+    strategy = make_strategy(args.strategy, task.space(), seed=args.seed)
     show = not args.no_progress and sys.stderr.isatty()
     with LocalRunner() as runner, _TuneProgress(task, args.trials, show) as progress:
         tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=[progress.update])

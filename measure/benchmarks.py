@@ -1,0 +1,128 @@
+"""Measurement benchmarks (not tests): reproducibility across processes and tuning throughput.
+
+    python -m measure.benchmarks spread --op matmul --shape 1024x1024x1024 --processes 10 [--config JSON]
+    python -m measure.benchmarks throughput --op matmul --shape 512x512x512 --trials 16
+
+`spread` re-measures one kernel in N separate processes, one after another, and reports the
+relative spread (max/min) of their medians. `throughput` measures candidates per minute with a
+cold compile cache and again with a warm one (the same configs, a new runner each time).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from measure.timing import TimingProtocol
+
+PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=7, min_repeat_ms=100)
+
+
+def _once(args: argparse.Namespace) -> None:
+    """Child: build (from the disk cache), check and time one config; print seconds as JSON."""
+    from autotune.task import Task
+    from measure.check import check_output, poisoned
+    from measure.timing import time_callable
+    task = Task.create(args.op, args.shape, args.dtype, args.threads)
+    k = task.build(json.loads(args.config))
+    ins = task.inputs(seed=0)
+    out = poisoned(k.output_shape, task.dtype)
+    k(*ins, out=out)
+    chk = check_output(out, task.reference(ins), task.dtype)
+    if not chk.ok:
+        raise SystemExit(f"wrong answer: {chk.message}")
+    t = time_callable(k.bind(*ins), PROTOCOL)
+    print(json.dumps({"median": t.median, "spread": t.spread, "compile_s": k.compile_seconds}))
+
+
+def spread(args: argparse.Namespace) -> dict:
+    from autotune.task import Task
+    task = Task.create(args.op, args.shape, args.dtype, args.threads)
+    if args.config:
+        cfg = task.space().validate({**_default(task), **json.loads(args.config)})
+    else:
+        cfg = task.space().validate(_default(task))
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    medians = []
+    for i in range(args.processes):
+        out = subprocess.run([sys.executable, "-m", "measure.benchmarks", "_once", "--op", args.op, "--shape",
+                              args.shape, "--dtype", args.dtype, "--threads", str(task.threads), "--config",
+                              json.dumps(cfg.to_json())], env=env, capture_output=True, text=True, check=True)
+        medians.append(json.loads(out.stdout.strip().splitlines()[-1])["median"])
+        time.sleep(0.5)
+    fl = task.flops()
+    gf = [fl / m / 1e9 for m in medians]
+    res = {"task": task.key(), "threads": task.threads, "config": cfg.to_json(), "processes": args.processes,
+           "gflops": gf, "min_gflops": min(gf), "max_gflops": max(gf), "spread": max(medians) / min(medians)}
+    print(f"{task.key()} threads={task.threads}: {args.processes} processes, GFLOP/s min {min(gf):.1f} "
+          f"max {max(gf):.1f}, relative spread (max/min) {res['spread']:.3f}")
+    return res
+
+
+def _default(task) -> dict:  # type: ignore[no-untyped-def]
+    t = task.template
+    presets = t.presets(task.shape_dict, task.dtype, task.threads) if t.presets else []
+    return presets[0] if presets else task.space().sample(random.Random(0)).to_json()
+
+
+def throughput(args: argparse.Namespace) -> dict:
+    from autotune.task import Task
+    from measure.local import LocalRunner, LocalRunnerOptions
+    from measure.runner import MeasureInput
+    task = Task.create(args.op, args.shape, args.dtype, args.threads)
+    rng = random.Random(args.seed)
+    space = task.space()
+    cfgs = []
+    while len(cfgs) < args.trials:
+        c = space.sample(rng)
+        if c not in cfgs:
+            cfgs.append(c)
+    inputs = [MeasureInput(task, c) for c in cfgs]
+    out = {"task": task.key(), "trials": args.trials}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["AUTOTUNE_CACHE_DIR"] = cache
+        for phase in ("cold", "warm"):
+            t0 = time.perf_counter()
+            with LocalRunner(LocalRunnerOptions(protocol=TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20))) as r:
+                res = r.run(inputs)
+            el = time.perf_counter() - t0
+            out[phase] = {"seconds": el, "per_minute": 60 * len(inputs) / el, "ok": sum(x.ok for x in res)}
+            print(f"{phase} cache: {len(inputs)} candidates in {el:.1f} s = {60 * len(inputs) / el:.1f} per minute "
+                  f"({out[phase]['ok']} ok)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m measure.benchmarks")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("spread", "throughput", "_once"):
+        sp = sub.add_parser(name)
+        sp.add_argument("--op", default="matmul")
+        sp.add_argument("--shape", default="1024x1024x1024")
+        sp.add_argument("--dtype", default="float32")
+        sp.add_argument("--threads", type=int, default=None)
+        sp.add_argument("--config", default=None)
+        sp.add_argument("--processes", type=int, default=10)
+        sp.add_argument("--trials", type=int, default=16)
+        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument("--json", dest="json_out", default=None)
+    args = p.parse_args(argv)
+    if args.cmd == "_once":
+        _once(args)
+        return 0
+    res = spread(args) if args.cmd == "spread" else throughput(args)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
