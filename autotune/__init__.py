@@ -8,5 +8,15 @@ from autotune.ir import te  # noqa: E402
 from autotune.schedule import Schedule  # noqa: E402
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # the API pulls in numba: import it on first use
+    if name in ("op", "apply_history", "autotune_numba", "TunedOp"):
+        from autotune import api
+        return getattr(api, name)
+    if name in ("tune", "load_best"):
+        from autotune import replay, tuner
+        return getattr(tuner if name == "tune" else replay, name)
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
 __all__ = ["AutotuneError", "CompileError", "DefinitionError", "ScheduleError", "ShapeError", "SpaceError",
-           "Schedule", "te", "__version__"]
+           "Schedule", "TunedOp", "apply_history", "autotune_numba", "load_best", "op", "te", "tune", "__version__"]

@@ -24,7 +24,11 @@ class _Worker:
         from autotune.task import Task  # noqa: F401 (imports numba once, up front)
         import importlib
         for mod in filter(None, os.environ.get("AUTOTUNE_TEMPLATE_MODULES", "").split(",")):
-            importlib.import_module(mod)  # user templates register themselves on import
+            if mod.startswith("file:"):  # a user's script: run it as a module that is not __main__
+                import runpy
+                runpy.run_path(mod[5:], run_name="__autotune_main__")
+            else:
+                importlib.import_module(mod)  # user templates register themselves on import
         self.role = role
         self.lock_path = lock_path
         if cores and hasattr(os, "sched_setaffinity"):

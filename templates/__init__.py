@@ -32,7 +32,11 @@ def register(template: Template, module: str | None = None) -> Template:
     if existing is not None and existing is not template and existing.define is not template.define:
         raise AutotuneError(f"an operator named {template.name!r} is already registered")
     TEMPLATES[template.name] = template
-    if module and module != "__main__" and module not in USER_MODULES:
+    if module == "__main__":  # a script: workers run it by path under another name (its main guard holds)
+        import sys
+        path = getattr(sys.modules["__main__"], "__file__", None)
+        module = f"file:{path}" if path else None
+    if module and module != "__autotune_main__" and module not in USER_MODULES:
         USER_MODULES.append(module)
     return template
 

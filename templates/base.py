@@ -46,12 +46,15 @@ class Template:
     extra_dims: Mapping[str, int] = field(default_factory=dict)  # optional dims with defaults
     presets: Callable[[Shape, str, int], list[dict]] | None = None  # known-good configs to try first
     torch_reference: Callable[..., object] | None = None  # the same op in PyTorch (a baseline)
+    shape_of: Callable[..., Mapping[str, int]] | None = None  # input arrays -> shape dims (for the decorator)
+    free_dims: Callable[[str], bool] | None = None  # accepts dim names beyond `dims` (template-free ops)
 
     def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
         """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""
         if isinstance(shape, Mapping):
             vals = dict(shape)
-            unknown = set(vals) - set(self.dims) - set(self.extra_dims)
+            unknown = {k for k in set(vals) - set(self.dims) - set(self.extra_dims)
+                       if not (self.free_dims and isinstance(k, str) and self.free_dims(k))}
             if unknown:
                 raise ShapeError(f"{self.name}: unknown shape dims {sorted(unknown)}; expected {self.dims_help()}")
             out = {**self.extra_dims, **vals}

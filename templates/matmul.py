@@ -109,4 +109,5 @@ TEMPLATE = Template(
     name="matmul", description="C[M,N] = A[M,K] @ B[K,N]", dims=("M", "N", "K"),
     define=define, space=space, schedule=schedule, reference=reference,
     flops=lambda s: 2.0 * s["M"] * s["N"] * s["K"], default_shape="256x256x256",
-    presets=presets, torch_reference=torch_reference)
+    presets=presets, torch_reference=torch_reference,
+    shape_of=lambda A, B: {"M": A.shape[0], "N": B.shape[1], "K": A.shape[1]})

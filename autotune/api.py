@@ -1,0 +1,254 @@
+"""The Python API: tuned ops, applying logs, and autotuning hand-written Numba kernels.
+
+A tuned op from a template::
+
+    >>> import autotune                                                  # doctest: +SKIP
+    >>> matmul = autotune.op("matmul", log="mm.jsonl", trials=32)         # doctest: +SKIP
+    >>> C = matmul(A, B)   # new shape: best from the log, else tune within the budget
+
+A tuned op from a compute definition (no template; the space is derived by rules)::
+
+    >>> from autotune import te                                           # doctest: +SKIP
+    >>> @autotune.op(log="scale.jsonl", policy="log")                    # doctest: +SKIP
+    ... def scale(A):
+    ...     return te.compute(A.shape, lambda i, j: A[i, j] * 2.0, name="out")
+
+Every decorated op inside `with autotune.apply_history("a.jsonl", "b.jsonl"):` looks there first.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import threading
+import time
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from autotune.codegen import Kernel
+from autotune.errors import AutotuneError
+from autotune.records import Record, RecordLog, best_per_task, load_records
+from autotune.search import make_strategy
+from autotune.task import Task
+from templates import Template, get_template, register
+
+POLICIES = ("tune", "log", "default")
+_history: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("autotune_history", default=())
+
+
+@contextlib.contextmanager
+def apply_history(*logs: str | os.PathLike[str]) -> Iterator[None]:
+    """Within the block, every tuned op uses the best records of these logs first."""
+    for p in logs:
+        if not os.path.exists(p):
+            raise AutotuneError(f"apply_history: no tuning log at {os.fspath(p)}")
+    token = _history.set(_history.get() + tuple(os.fspath(p) for p in logs))
+    try:
+        yield
+    finally:
+        _history.reset(token)
+
+
+@dataclass(frozen=True)
+class OpOptions:
+    """log: where measurements go and best configs come from; policy: what a call with a shape
+    no log covers does — "tune" within `trials`/`timeout_s`, "log" (use the log, else a default
+    schedule, said once), "default" (never tune); threads: for parallel kernels."""
+    log: str | None = None
+    policy: str = "tune"
+    trials: int = 16
+    timeout_s: float | None = None
+    strategy: str = "evolutionary"
+    threads: int | None = None
+    seed: int = 0
+
+
+class TunedOp:
+    """A callable op: NumPy arrays in, NumPy array out, with one compiled kernel per shape."""
+
+    def __init__(self, template: Template, options: OpOptions) -> None:
+        if options.policy not in POLICIES:
+            raise AutotuneError(f"policy must be one of {POLICIES}, got {options.policy!r}")
+        if options.policy == "tune" and options.log is None:
+            raise AutotuneError("policy='tune' needs a log=... file to record measurements in")
+        if template.shape_of is None:
+            raise AutotuneError(f"operator {template.name!r} cannot infer its shape from arrays (no shape_of)")
+        self.template = template
+        self.options = options
+        self.kernels: dict[tuple, Kernel] = {}
+        self.sources: dict[tuple, str] = {}  # "log", "tuned" or "default": where each kernel came from
+        self._lock = threading.Lock()
+        self._warned: set[tuple] = set()
+        functools.update_wrapper(self, template.define)  # type: ignore[arg-type]
+        self.__name__ = template.name
+
+    def task_for(self, *arrays: np.ndarray) -> Task:
+        dtypes = {str(np.asarray(a).dtype) for a in arrays}
+        if len(dtypes) != 1:
+            raise AutotuneError(f"{self.template.name}: all inputs must share one dtype, got {sorted(dtypes)}")
+        shape = self.template.shape_of(*arrays)  # type: ignore[misc]
+        return Task.create(self.template, shape, dtypes.pop(), self.options.threads)
+
+    def _best_record(self, task: Task) -> Record | None:
+        logs = list(_history.get()) + ([self.options.log] if self.options.log else [])
+        best: Record | None = None
+        for path in logs:
+            if not os.path.exists(path):
+                continue
+            rec = best_per_task(r for r in load_records(path) if r.threads == task.threads).get(task.key())
+            if rec is not None and (best is None or rec.seconds < best.seconds):
+                best = rec
+        return best
+
+    def kernel_for(self, *arrays: np.ndarray) -> Kernel:
+        task = self.task_for(*arrays)
+        key = (task.key(), task.threads, _history.get())
+        with self._lock:
+            k = self.kernels.get(key)
+            if k is not None:
+                return k
+            rec = self._best_record(task)
+            if rec is not None:
+                k, how = task.build(rec.validated_config()), "log"
+            elif self.options.policy == "tune":
+                k, how = self._tune(task), "tuned"
+            else:
+                if key not in self._warned:
+                    self._warned.add(key)
+                    warnings.warn(f"autotune: no tuning record for {task.key()}; running a default schedule "
+                                  f"(tune it with policy='tune' or `autotune tune`)", RuntimeWarning, stacklevel=3)
+                k, how = task.build(self._default_config(task)), "default"
+            self.kernels[key] = k
+            self.sources[key] = how
+            return k
+
+    def _default_config(self, task: Task) -> Any:
+        t = task.template
+        presets = t.presets(task.shape_dict, task.dtype, task.threads) if t.presets else []
+        return task.space().validate(presets[0]) if presets else next(iter(task.space().grid()))
+
+    def _tune(self, task: Task) -> Kernel:
+        from autotune.tuner import Tuner, TuneOptions
+        from measure.local import LocalRunner
+        strategy = make_strategy(self.options.strategy, task.space(), seed=self.options.seed)
+        with LocalRunner() as runner:
+            res = Tuner(task, strategy, runner, RecordLog(self.options.log)).run(  # type: ignore[arg-type]
+                TuneOptions(trials=self.options.trials, timeout_s=self.options.timeout_s))
+        if res.best_config is None:
+            raise AutotuneError(f"tuning {task.key()} found no working config in {res.measured} trials")
+        return task.build(res.best_config)
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray:
+        return self.kernel_for(*arrays)(*arrays)
+
+
+def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.PathLike[str] | None = None,
+       policy: str = "tune", trials: int = 16, timeout_s: float | None = None, strategy: str = "evolutionary",
+       threads: int | None = None, seed: int = 0, name: str | None = None,
+       reference: Callable[..., np.ndarray] | None = None) -> Any:
+    """A tuned op from a template name, or a decorator over a compute-definition function.
+
+    `autotune.op("matmul", log=...)` or `@autotune.op(log=...)` / `@autotune.op` on a function
+    that takes placeholders and returns te.compute(...).
+    """
+    options = OpOptions(os.fspath(log) if log is not None else None, policy, trials, timeout_s, strategy,
+                        threads, seed)
+
+    def wrap(f: Callable[..., Any]) -> TunedOp:
+        from autotune.definition import template_from_function
+        t = template_from_function(f, name=name, reference=reference)
+        register(t, module=f.__module__)
+        return TunedOp(t, options)
+
+    if isinstance(fn, (str, Template)):
+        return TunedOp(get_template(fn), options)
+    if fn is None:
+        return wrap
+    return wrap(fn)
+
+
+# ---- autotuning a hand-written Numba kernel (like Triton's autotune) -------------------------
+
+class NumbaAutotuner:
+    """Compiles one specialisation of a plain Python kernel per config (config values become
+    compile-time constants), times them on the first call with a new key, and keeps the fastest.
+
+    Example::
+
+        >>> import numpy as np, autotune
+        >>> @autotune.autotune_numba(configs=[{"BLOCK": 4}, {"BLOCK": 8}], key=["n"])
+        ... def add_one(x, out, n):
+        ...     for b in range(0, n, BLOCK):
+        ...         for i in range(b, min(b + BLOCK, n)):
+        ...             out[i] = x[i] + 1.0
+        >>> x = np.zeros(10); out = np.empty(10); add_one(x, out, 10); out[0]
+        1.0
+        >>> add_one.best[(10,)] in ({"BLOCK": 4}, {"BLOCK": 8})
+        True
+    """
+
+    def __init__(self, fn: Callable[..., Any], configs: Sequence[Mapping[str, Any]], key: Sequence[str],
+                 warmup: int = 1, repeat: int = 5, fastmath: bool = False) -> None:
+        if not configs:
+            raise AutotuneError("autotune_numba needs at least one config")
+        import inspect
+        self.fn = fn
+        self.params = list(inspect.signature(fn).parameters)
+        for k in key:
+            if k not in self.params:
+                raise AutotuneError(f"autotune_numba key {k!r} is not a parameter of {fn.__name__}{tuple(self.params)}")
+        self.configs = [dict(c) for c in configs]
+        self.key = list(key)
+        self.warmup, self.repeat, self.fastmath = warmup, repeat, fastmath
+        self.compiled: dict[int, Callable[..., Any]] = {}
+        self.best: dict[tuple, dict[str, Any]] = {}
+        self.timings: dict[tuple, list[float]] = {}
+        functools.update_wrapper(self, fn)
+
+    def _compiled(self, i: int) -> Callable[..., Any]:
+        if i not in self.compiled:
+            import numba
+            g = dict(self.fn.__globals__)
+            g.update(self.configs[i])
+            f = types.FunctionType(self.fn.__code__, g, self.fn.__name__, self.fn.__defaults__, self.fn.__closure__)
+            self.compiled[i] = numba.njit(nogil=True, fastmath=self.fastmath)(f)
+        return self.compiled[i]
+
+    def _key(self, args: Sequence[Any]) -> tuple:
+        vals = []
+        for k in self.key:
+            v = args[self.params.index(k)]
+            vals.append(tuple(v.shape) if isinstance(v, np.ndarray) else v)
+        return tuple(vals)
+
+    def __call__(self, *args: Any) -> Any:
+        key = self._key(args)
+        if key not in self.best:
+            times = []
+            for i in range(len(self.configs)):
+                f = self._compiled(i)
+                for _ in range(self.warmup):
+                    f(*args)
+                samples = []
+                for _ in range(self.repeat):
+                    t0 = time.perf_counter()
+                    f(*args)
+                    samples.append(time.perf_counter() - t0)
+                times.append(float(np.median(samples)))
+            best = int(np.argmin(times))
+            self.best[key] = self.configs[best]
+            self.timings[key] = times
+        return self._compiled(self.configs.index(self.best[key]))(*args)
+
+
+def autotune_numba(*, configs: Sequence[Mapping[str, Any]], key: Sequence[str], warmup: int = 1, repeat: int = 5,
+                   fastmath: bool = False) -> Callable[[Callable[..., Any]], NumbaAutotuner]:
+    """Decorator: tune the compile-time constants of a hand-written Numba kernel per key."""
+    def wrap(fn: Callable[..., Any]) -> NumbaAutotuner:
+        return NumbaAutotuner(fn, configs, key, warmup, repeat, fastmath)
+    return wrap
