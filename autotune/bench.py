@@ -187,10 +187,70 @@ def search(task: Task, options: BenchOptions) -> list[Candidate]:
     return results
 
 
-def run_bench(task: Task, options: BenchOptions = BenchOptions()) -> BenchResult:
-    """Search, then time the best kernel and the baselines in alternating blocks of the same run."""
+def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str) -> list[Candidate]:
+    """Tune with the real tuner (isolated workers, parallel compiles), presets first; return every
+    measurement of the task in the log (a reused log counts)."""
+    import tempfile
+
+    from autotune.records import RecordLog, load_records
+    from autotune.search import make_strategy
+    from autotune.tuner import Tuner, TuneOptions
+    from measure.local import LocalRunner, LocalRunnerOptions
+    tmp = None
+    if log is None:
+        tmp = tempfile.NamedTemporaryFile(prefix="autotune-bench-", suffix=".jsonl", delete=False)
+        tmp.close()
+        log = tmp.name
+    presets = candidate_configs(task, 0, options.seed) if task.template.presets else []
+    progress = _TunerProgress(task, options.trials) if options.progress else None
+    try:
+        with LocalRunner(LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed)) as runner, \
+                (progress or contextlib.nullcontext()):
+            Tuner(task, make_strategy(strategy, task.space(), options.seed), runner, RecordLog(log),
+                  callbacks=[progress.update] if progress else [], initial=presets).run(
+                TuneOptions(trials=options.trials, batch=8))
+        out = []
+        space = task.space()
+        for r in load_records(log):
+            if r.key == task.key() and r.threads == task.threads:
+                out.append(Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
+                                     None if r.ok else f"{r.error}: {r.message}"))
+        return out
+    finally:
+        if tmp is not None:
+            os.unlink(tmp.name)
+
+
+class _TunerProgress:
+    def __init__(self, task: Task, total: int) -> None:
+        self.task, self.total, self.best, self.errors = task, total, float("inf"), 0
+
+    def __enter__(self) -> "_TunerProgress":
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        self.prog = Progress(TextColumn(f"tuning {self.task.key()}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
+        self.prog.__enter__()
+        self.tid = self.prog.add_task("tune", total=self.total, info="")
+        return self
+
+    def update(self, task: Task, configs: Any, results: Any) -> None:
+        for r in results:
+            self.errors += r.error is not None
+            if r.ok:
+                self.best = min(self.best, r.median)
+        best = f"best {task.flops() / self.best / 1e9:.1f} {task.template.metric}" if self.best < float("inf") else ""
+        self.prog.update(self.tid, advance=len(results), info=f"{best}  errors {self.errors}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.prog.__exit__(None, None, None)
+
+
+def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | None = None,
+              strategy: str = "evolutionary", in_process: bool = False) -> BenchResult:
+    """Tune (or reuse a log), then time the best kernel and the baselines in alternating blocks of
+    the same run. in_process=True searches without worker processes (no crash isolation)."""
     t0 = time.perf_counter()
-    cands = search(task, options)
+    cands = search(task, options) if in_process else tune_candidates(task, options, log, strategy)
     tuning = time.perf_counter() - t0
     ok = [c for c in cands if c.seconds is not None]
     if not ok:

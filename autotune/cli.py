@@ -4,6 +4,7 @@
     autotune show OP --shape S [--config JSON]      print the generated Numba source
     autotune bench OP --shape S [--trials N]        best config vs NumPy (and torch) in one run
     autotune tune OP --shape S --trials N --log F   tune, logging every measurement (resumes F)
+    autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
 
 Errors print one line naming what is wrong, and exit with status 2.
@@ -43,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--trials", type=int, default=16, help="configs to try (presets first, then random)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--rounds", type=int, default=3, help="alternating timing blocks for the comparison")
+    bench.add_argument("--log", help="tuning log to reuse and extend (default: a temporary one)")
+    bench.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES))
     bench.add_argument("--json", dest="json_out", help="write the result as JSON to this file")
     bench.add_argument("--no-progress", action="store_true")
     tn = sub.add_parser("tune", help="tune an operator at a shape, logging every measurement")
@@ -55,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
     tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
     tn.add_argument("--no-progress", action="store_true")
+
+    rep = sub.add_parser("report", help="summarise a log and draw its tuning curves")
+    rep.add_argument("log", help="a tuning log (JSON lines)")
+    rep.add_argument("--plot", help="write the tuning curves (best vs trials and vs wall time) to this PNG")
 
     rp = sub.add_parser("replay", help="rebuild, re-verify and re-time the best kernel of each task in a log")
     rp.add_argument("log", help="a tuning log (JSON lines)")
@@ -125,7 +132,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise AutotuneError(f"--trials must be >= 1, got {args.trials}")
     opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=max(1, args.rounds),
                         progress=not args.no_progress and sys.stderr.isatty())
-    result = run_bench(task, opts)
+    result = run_bench(task, opts, log=args.log, strategy=args.strategy)
     print(format_result(result))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result.to_json(), indent=2) + "\n")
@@ -213,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_show(args)
         if args.command == "tune":
             return cmd_tune(args)
+        if args.command == "report":
+            from autotune.report import report
+            return report(args.log, args.plot)
         if args.command == "replay":
             return cmd_replay(args)
         return cmd_bench(args)

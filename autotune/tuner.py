@@ -71,9 +71,11 @@ class Tuner:
     """Runs a strategy against a runner for one task, logging every measurement."""
 
     def __init__(self, task: Task, strategy: Strategy, runner: Runner, log: RecordLog | None = None,
-                 callbacks: Sequence[Callback] = ()) -> None:
+                 callbacks: Sequence[Callback] = (), initial: Sequence[Config] = ()) -> None:
+        """initial: configs to measure first (e.g. a template's presets), then the strategy's."""
         self.task, self.strategy, self.runner, self.log = task, strategy, runner, log
         self.callbacks = list(callbacks)
+        self.initial = list(initial)
         self.target = current_target(task.threads)
 
     def resume(self) -> list[tuple[Config, MeasureResult]]:
@@ -111,7 +113,11 @@ class Tuner:
                 break
             if options.early_stopping is not None and since_improvement >= options.early_stopping:
                 break
-            configs = self.strategy.propose(min(options.batch, options.trials - measured))
+            n = min(options.batch, options.trials - measured)
+            done = {c for c, _ in previous}
+            first = [c for c in self.initial if c not in done][:n]
+            self.initial = [c for c in self.initial if c not in first and c not in done]
+            configs = first + (self.strategy.propose(n - len(first)) or [] if n > len(first) else [])
             if not configs:
                 break
             results = self.runner.run([MeasureInput(self.task, c) for c in configs])

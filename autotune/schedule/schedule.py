@@ -387,6 +387,8 @@ class Schedule:
             raise ScheduleError(s.op, None, "the output stage cannot be inlined")
         if st.reduce_root:
             raise ScheduleError(s.op, None, f"stage {st.name!r} has a reduction and cannot be inlined; use compute_at")
+        if st.packed_from is not None:
+            raise ScheduleError(s.op, None, f"stage {st.name!r} is a packed layout; inlining it would undo the pack")
         if st.attach[0] != "root" or st.name in self.packs or any(
                 o.attach[0] == "at" and o.attach[1] == st.name for o in self.stages.values()):
             raise ScheduleError(s.op, None, f"stage {st.name!r} is attached, packed or hosts other stages")
