@@ -87,6 +87,13 @@ class TunedOp:
         functools.update_wrapper(self, template.define)  # type: ignore[arg-type]
         self.__name__ = template.name
 
+    def configure(self, **changes: Any) -> "TunedOp":
+        """The same op with some options changed (log, policy, trials, ...): a new op, new caches."""
+        import dataclasses
+        if "log" in changes and changes["log"] is not None:
+            changes["log"] = os.fspath(changes["log"])
+        return TunedOp(self.template, dataclasses.replace(self.options, **changes))
+
     def task_for(self, *arrays: np.ndarray) -> Task:
         dtypes = {str(np.asarray(a).dtype) for a in arrays}
         if len(dtypes) != 1:

@@ -1,0 +1,50 @@
+"""Replay a tuning log: rebuild the best kernels from their recipes on this machine, re-verify
+and re-time them, and use one as a plain function — no re-tuning.
+
+    python tutorials/03_replay_a_log.py --log quickstart.jsonl
+    python tutorials/03_replay_a_log.py --fast      # makes a tiny log first
+
+The same from the shell: `autotune replay LOG [--json OUT]`.
+"""
+import argparse
+import os
+
+import numpy as np
+
+from autotune.replay import format_rows, load_best, replay_log
+
+
+def make_small_log(path: str) -> None:
+    from autotune.records import RecordLog
+    from autotune.search import make_strategy
+    from autotune.task import Task
+    from autotune.tuner import Tuner, TuneOptions
+    from measure.local import LocalRunner
+    task = Task.create("matmul", "64x48x32")
+    with LocalRunner() as runner:
+        Tuner(task, make_strategy("random", task.space()), runner, RecordLog(path)).run(TuneOptions(trials=3))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--log", default="replay.jsonl")
+    p.add_argument("--fast", action="store_true", help="tune a tiny log first if --log does not exist")
+    args = p.parse_args()
+    if not os.path.exists(args.log):
+        if not args.fast:
+            raise SystemExit(f"no log at {args.log}: run tutorials/01_quickstart.py first, or pass --fast")
+        make_small_log(args.log)
+
+    rows = replay_log(args.log)  # re-verify and re-time the best kernel of each task
+    print(format_rows(rows))
+
+    row = rows[0]  # use one as a function: the config is validated, then rebuilt
+    shape = dict(row.record.shape)
+    kernel = load_best(args.log, row.record.op, shape, row.record.dtype)
+    inputs = [np.random.rand(*t.shape).astype(t.dtype) for t in kernel.nest.inputs]
+    out = kernel(*inputs)
+    print(f"{row.key}: output {out.shape}, finite: {bool(np.isfinite(out).all())}")
+
+
+if __name__ == "__main__":
+    main()
