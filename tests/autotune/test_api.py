@@ -1,0 +1,89 @@
+"""The Python API: tuned ops from templates and from definitions, logs, and autotune_numba."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune import te
+from autotune.errors import AutotuneError
+from autotune.records import load_records
+
+
+@autotune.op(policy="log")
+def saxpy(X, Y):
+    """out = 3 X + Y"""
+    return te.compute(X.shape, lambda i, j: X[i, j] * 3.0 + Y[i, j], name="out")
+
+
+def test_template_op_tunes_a_new_shape_then_reuses_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "mm.jsonl"
+    mm = autotune.op("matmul", log=log, trials=3, strategy="random", threads=1)
+    A = np.random.rand(33, 17).astype(np.float32)
+    B = np.random.rand(17, 9).astype(np.float32)
+    np.testing.assert_allclose(mm(A, B), A @ B, rtol=1e-4, atol=1e-4)
+    assert list(mm.sources.values()) == ["tuned"]
+    assert len(load_records(log)) == 3
+    again = autotune.op("matmul", log=log, policy="log", threads=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # from the log: no "default schedule" warning
+        np.testing.assert_allclose(again(A, B), A @ B, rtol=1e-4, atol=1e-4)
+    assert list(again.sources.values()) == ["log"]
+
+
+def test_definition_op_without_a_log_runs_a_default_schedule_and_says_so_once() -> None:
+    X = np.random.rand(13, 70).astype(np.float32)
+    Y = np.random.rand(13, 70).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="default schedule"):
+        out = saxpy(X, Y)
+    np.testing.assert_allclose(out, 3 * X + Y, rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        saxpy(X, Y)  # cached per shape: no second warning
+
+
+def test_apply_history_supplies_records_to_every_op(tmp_path: Path) -> None:
+    log = tmp_path / "s.jsonl"
+    tuned = saxpy.configure(log=log, policy="tune", trials=2, strategy="random", threads=1)
+    X = np.random.rand(8, 40).astype(np.float32)
+    tuned(X, X)
+    plain = saxpy.configure(threads=1)
+    with autotune.apply_history(log):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            np.testing.assert_allclose(plain(X, X), 4 * X, rtol=1e-6)
+    assert "log" in plain.sources.values()
+
+
+def test_bad_uses_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(AutotuneError, match="needs a log"):
+        autotune.op("matmul", policy="tune")
+    with pytest.raises(AutotuneError, match="unknown operator"):
+        autotune.op("no_such_op")
+    with pytest.raises(AutotuneError, match="no tuning log"):
+        with autotune.apply_history(tmp_path / "missing.jsonl"):
+            pass
+    mm = autotune.op("matmul", policy="default")
+    with pytest.raises(AutotuneError, match="dtype"):
+        mm(np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float64))
+
+
+def test_autotune_numba_picks_a_config_per_key() -> None:
+    @autotune.autotune_numba(configs=[{"BLOCK": 2}, {"BLOCK": 16}], key=["x"])
+    def double(x, out):
+        n = x.shape[0]
+        for b in range(0, n, BLOCK):  # noqa: F821 - BLOCK is a compile-time constant
+            for i in range(b, min(b + BLOCK, n)):  # noqa: F821
+                out[i] = 2.0 * x[i]
+
+    x = np.arange(50.0)
+    out = np.empty_like(x)
+    double(x, out)
+    np.testing.assert_array_equal(out, 2 * x)
+    assert double.best[((50,),)] in ({"BLOCK": 2}, {"BLOCK": 16})
+    assert len(double.timings[((50,),)]) == 2
+    with pytest.raises(AutotuneError, match="not a parameter"):
+        autotune.autotune_numba(configs=[{}], key=["nope"])(lambda x: None)
