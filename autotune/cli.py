@@ -4,6 +4,8 @@
     autotune show OP --shape S [--config JSON]      print the generated Numba source
     autotune bench OP --shape S [--trials N]        best config vs NumPy (and torch) in one run
     autotune tune OP --shape S --trials N --log F   tune, logging every measurement (resumes F)
+    autotune train-model LOG... --out M.json        train a cost model (xgb, lgbm) on logs
+    autotune evaluate-model --model M --log L        Kendall tau, top-k, APE on a held-out log
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
 
@@ -56,8 +58,23 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--seed", type=int, default=0)
     tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
+    tn.add_argument("--cost-model", choices=["xgb", "lgbm", "random"], default=None,
+                    help="steer the evolutionary search with a cost model refitted every batch")
+    tn.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
     tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
     tn.add_argument("--no-progress", action="store_true")
+
+    tm = sub.add_parser("train-model", help="train a cost model on tuning logs and save it")
+    tm.add_argument("logs", nargs="+", help="tuning logs to learn from")
+    tm.add_argument("--model", choices=["xgb", "lgbm", "random"], default="xgb")
+    tm.add_argument("--objective", choices=["rank", "regression"], default="rank")
+    tm.add_argument("--out", required=True, help="model file to write (JSON)")
+
+    ev = sub.add_parser("evaluate-model", help="rank a held-out log with a model: Kendall tau, top-k, APE")
+    ev.add_argument("--model", required=True, help="a saved model file")
+    ev.add_argument("--log", required=True, help="held-out tuning log")
+    ev.add_argument("--plot", help="write predicted score vs measured throughput to this PNG")
+    ev.add_argument("--json", dest="json_out")
 
     rep = sub.add_parser("report", help="summarise a log and draw its tuning curves")
     rep.add_argument("log", help="a tuning log (JSON lines)")
@@ -148,10 +165,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     task = _task(args)
     if args.trials < 1 or args.batch < 1:
         raise AutotuneError("--trials and --batch must be >= 1")
-    strategy = make_strategy(args.strategy, task.space(), seed=args.seed)
+    callbacks = []
+    if args.cost_model or args.pretrained:
+        from autotune.cost_model.guided import guided_search
+        strategy, updater = guided_search(task, args.cost_model or "xgb", pretrained=args.pretrained, seed=args.seed)
+        callbacks.append(updater)
+    else:
+        strategy = make_strategy(args.strategy, task.space(), seed=args.seed)
     show = not args.no_progress and sys.stderr.isatty()
     with LocalRunner() as runner, _TuneProgress(task, args.trials, show) as progress:
-        tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=[progress.update])
+        tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=callbacks + [progress.update])
         result = tuner.run(TuneOptions(trials=args.trials, batch=args.batch, timeout_s=args.timeout))
     unit = task.template.metric
     print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
@@ -220,6 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_show(args)
         if args.command == "tune":
             return cmd_tune(args)
+        if args.command == "train-model":
+            from autotune.cost_model.evaluate import train_model
+            return train_model(args.logs, args.model, args.objective, args.out)
+        if args.command == "evaluate-model":
+            from autotune.cost_model.evaluate import evaluate_model
+            return evaluate_model(args.model, args.log, args.plot, args.json_out)
         if args.command == "report":
             from autotune.report import report
             return report(args.log, args.plot)

@@ -9,6 +9,7 @@ Example::
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -82,6 +83,9 @@ class Task:
         return self.template.inputs(self.shape_dict, self.dtype, np.random.default_rng(seed))
 
     def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
-        # shape parameters that the inputs cannot tell (stride, pad, ...) go as keywords
-        extra = {k: v for k, v in self.shape if k in self.template.extra_dims}
-        return self.template.reference(*inputs, **extra)
+        # shape values the inputs cannot tell go as keywords: the template's extra dims (stride,
+        # pad, ...) and any dim its reference names as a keyword-only parameter (a pooling window)
+        t = self.template
+        kw = {p.name for p in inspect.signature(t.reference).parameters.values() if p.kind is p.KEYWORD_ONLY}
+        extra = {k: v for k, v in self.shape if k in t.extra_dims or k in kw}
+        return t.reference(*inputs, **extra)

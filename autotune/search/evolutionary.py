@@ -28,13 +28,18 @@ class EvolutionarySearch:
 
     def __init__(self, space: ConfigSpace, seed: int = 0, population: int = 32, elite: int = 4,
                  mutation_rate: float = 0.3, crossover_rate: float = 0.5, score: Scorer | None = None,
-                 candidates_per_slot: int = 8) -> None:
+                 candidates_per_slot: int = 8, generations: int = 3, model_population: int = 128,
+                 epsilon: float = 0.1) -> None:
+        """With `score`, each round evolves `model_population` configs for `generations` on the
+        predicted scores and proposes the best unmeasured ones, plus an `epsilon` share of random
+        configs (exploration the model cannot bias)."""
         self.space = space
         self.rng = random.Random(seed)
         self.population, self.elite = population, elite
         self.mutation_rate, self.crossover_rate = mutation_rate, crossover_rate
         self.score = score
         self.candidates_per_slot = candidates_per_slot
+        self.generations, self.model_population, self.epsilon = generations, model_population, epsilon
         self.seen: set[Config] = set()
         self.measured: dict[Config, float] = {}
 
@@ -61,7 +66,47 @@ class EvolutionarySearch:
             c = self.space.mutate(c, self.rng)
         return c
 
+    def _model_round(self, n: int) -> list[Config]:
+        """Evolve on predicted scores; return up to n unmeasured configs, best predicted first."""
+        assert self.score is not None
+        pop = self._parents()[:self.model_population // 2]
+        pop_set = set(pop)
+        while len(pop) < self.model_population and len(pop_set) < len(self.space):
+            c = self.space.sample(self.rng)
+            if c not in pop_set:
+                pop.append(c)
+                pop_set.add(c)
+        scored: dict[Config, float] = dict(zip(pop, map(float, self.score(pop))))
+        for _ in range(self.generations):
+            ranked = sorted(scored, key=lambda c: -scored[c])[:self.model_population]
+            kids: list[Config] = []
+            for _ in range(self.model_population):
+                a, b = self.rng.choice(ranked[:max(2, len(ranked) // 2)]), self.rng.choice(ranked)
+                child = {k: (a[k] if self.rng.random() < 0.5 else b[k]) for k in a}
+                c = Config(child)
+                if self.rng.random() < self.mutation_rate or c in scored:
+                    c = self.space.mutate(c, self.rng)
+                if c not in scored and c not in kids:
+                    kids.append(c)
+            if kids:
+                scored.update(zip(kids, map(float, self.score(kids))))
+        ranked = [c for c in sorted(scored, key=lambda c: -scored[c]) if c not in self.seen]
+        return ranked[:n]
+
     def propose(self, n: int) -> list[Config] | None:
+        if self.score is not None and self.measured:
+            n_rand = int(round(self.epsilon * n)) if n > 1 else 0
+            out = self._model_round(n - n_rand)
+            taken = set(out)
+            tries = 0
+            while len(out) < n and len(self.seen) + len(out) < len(self.space) and tries < 100 * n:
+                tries += 1
+                c = self.space.sample(self.rng)
+                if c not in self.seen and c not in taken:
+                    out.append(c)
+                    taken.add(c)
+            self.seen.update(out)
+            return out or None
         parents = self._parents()
         want = n * (self.candidates_per_slot if self.score else 1)
         pool: list[Config] = []

@@ -1,0 +1,40 @@
+"""Learned cost models over loop-nest features: XGBoost, LightGBM, and a random baseline.
+
+    >>> from autotune.cost_model import make_model
+    >>> make_model("random").kind
+    'random'
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from autotune.cost_model.base import CostModel, Dataset, ModelError, read_model_file
+from autotune.cost_model.lgbm_model import LGBMModel
+from autotune.cost_model.random_model import RandomModel
+from autotune.cost_model.xgb_model import XGBModel
+
+MODELS = ("xgb", "lgbm", "random")
+
+
+def make_model(kind: str, *, objective: str = "rank", seed: int = 0) -> CostModel:
+    """A fresh model by name: one of MODELS."""
+    if kind == "xgb":
+        return XGBModel(objective=objective, seed=seed)
+    if kind == "lgbm":
+        return LGBMModel(objective=objective, seed=seed)
+    if kind == "random":
+        return RandomModel(seed=seed)
+    raise ModelError(f"unknown cost model {kind!r}; choose one of {', '.join(MODELS)}")
+
+
+def load_model(path: str | Path) -> CostModel:
+    """A saved model of any kind."""
+    kind = read_model_file(path)["kind"]
+    cls = {"xgb": XGBModel, "lgbm": LGBMModel, "random": RandomModel}.get(kind)
+    if cls is None:
+        raise ModelError(f"{path}: unknown model kind {kind!r}")
+    return cls.load(path)  # type: ignore[attr-defined]
+
+
+__all__ = ["MODELS", "CostModel", "Dataset", "LGBMModel", "ModelError", "RandomModel", "XGBModel", "load_model",
+           "make_model"]

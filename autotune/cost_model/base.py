@@ -1,0 +1,119 @@
+"""The cost-model interface and the training data it learns from.
+
+A model scores feature vectors: higher means faster. Labels are throughputs normalised per
+task (best seconds / seconds, so the best config of each task is 1 and failures are 0), which
+makes tasks of different sizes comparable and lets a model trained on some shapes rank others.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from autotune.cost_model.features import FEATURE_VERSION, config_features, feature_length
+from autotune.errors import AutotuneError
+from autotune.records import Record
+
+MODEL_SCHEMA = 1
+
+
+class ModelError(AutotuneError, ValueError):
+    """A model file that cannot be used, or a model used before it was trained."""
+
+
+@dataclass
+class Dataset:
+    """Features X, normalised throughput y in [0, 1], and the task of each row."""
+    X: np.ndarray = field(default_factory=lambda: np.zeros((0, feature_length()), np.float32))
+    y: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    groups: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def add(self, X: np.ndarray, seconds: Sequence[float], group: str) -> None:
+        """Rows of one task; seconds are inf for failed configs."""
+        self.X = np.vstack([self.X, np.asarray(X, np.float32).reshape(-1, feature_length())])
+        self._seconds = getattr(self, "_seconds", []) + list(seconds)
+        self.groups += [group] * len(seconds)
+        self._relabel()
+
+    def _relabel(self) -> None:
+        best: dict[str, float] = {}
+        for g, s in zip(self.groups, self._seconds):
+            best[g] = min(best.get(g, math.inf), s)
+        self.y = np.array([0.0 if not math.isfinite(s) or not math.isfinite(best[g]) else best[g] / s
+                           for g, s in zip(self.groups, self._seconds)])
+
+    @classmethod
+    def from_records(cls, records: Iterable[Record], *, max_per_task: int | None = None) -> "Dataset":
+        """Lower every (validated) config of the records and extract its features."""
+        by_task: dict[str, list[Record]] = {}
+        for r in records:
+            by_task.setdefault(r.key, []).append(r)
+        ds = cls()
+        for key in sorted(by_task):
+            rs = by_task[key][:max_per_task] if max_per_task else by_task[key]
+            task = rs[0].task()
+            feats, secs = [], []
+            for r in rs:
+                try:
+                    cfg = task.space().validate(r.config)
+                    feats.append(config_features(task, cfg))
+                except AutotuneError:
+                    continue
+                secs.append(r.seconds)
+            if feats:
+                ds.add(np.stack(feats), secs, key)
+        return ds
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """fit/update learn from a Dataset; predict scores features (higher = faster); save/load JSON."""
+    kind: str
+
+    def fit(self, data: Dataset) -> None: ...
+
+    def update(self, data: Dataset) -> None: ...
+
+    def predict(self, X: np.ndarray) -> np.ndarray: ...
+
+    def save(self, path: str | Path) -> None: ...
+
+
+def write_model_file(path: str | Path, kind: str, params: dict[str, Any], payload: str) -> None:
+    Path(path).write_text(json.dumps({"schema": MODEL_SCHEMA, "kind": kind, "feature_version": FEATURE_VERSION,
+                                      "feature_length": feature_length(), "params": params, "model": payload}))
+
+
+def read_model_file(path: str | Path) -> dict[str, Any]:
+    try:
+        d = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ModelError(f"no model file at {path}") from None
+    except (OSError, ValueError) as e:
+        raise ModelError(f"cannot read model file {path}: {e}") from None
+    if not isinstance(d, dict) or d.get("schema") != MODEL_SCHEMA:
+        raise ModelError(f"{path} is not an autotune model file (schema {MODEL_SCHEMA})")
+    if d.get("feature_version") != FEATURE_VERSION or d.get("feature_length") != feature_length():
+        raise ModelError(f"{path} was trained on features v{d.get('feature_version')}; this autotune extracts "
+                         f"v{FEATURE_VERSION}: retrain it with `autotune train-model`")
+    return d
+
+
+def group_sizes(groups: Sequence[str]) -> tuple[np.ndarray, list[int]]:
+    """An order that makes each group contiguous, and the group sizes in that order."""
+    order = np.argsort(np.array(groups, dtype=object), kind="stable")
+    sizes: list[int] = []
+    last = None
+    for i in order:
+        if groups[i] != last:
+            sizes.append(0)
+            last = groups[i]
+        sizes[-1] += 1
+    return order, sizes

@@ -1,0 +1,192 @@
+"""Features of a lowered loop nest, for cost models that transfer across shapes and operators.
+
+Schema version 1: a fixed-length float32 vector. The statement executed most often (the hot
+statement, by trip count) is described in detail; totals cover every statement.
+
+Hot statement:
+  trip      log2 trip count; flops per execution; log2 total flops
+  loop[l]   for the 6 innermost enclosing loops (l=0 innermost): log2 extent and a one-hot of
+            the kind (serial, unroll, vectorize, parallel)
+  buf[b]    for up to 4 buffers (the stored one first, then reads by bytes touched): at 6 loop
+            levels (inside loop 0, 1, 2, 3, 5, and all), log2 bytes touched and log2 reuse
+            (iterations / distinct elements); the innermost stride class (0, 1, other); the
+            scope (global, stack, heap)
+  ai[l]     arithmetic intensity (flops / bytes touched) at the same 6 levels
+  cache     the first of those levels whose footprint exceeds 32 KiB, 1 MiB, 32 MiB (L1, L2, L3)
+  misc      log2 accumulator tile elements, log2 product of unrolled extents, innermost
+            vectorized extent, log2 parallel extent, log2 work per thread
+Totals: number of statements, log2 total trip count, log2 bytes of local buffers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from autotune.ir import expr as te
+from autotune.ir.affine import to_affine
+from autotune.ir.expr import BinOp, Call, Const, Expr, Load, Tensor, Var
+from autotune.ir.stmt import For, Function, If, LoopNest, Seq, Stmt, Store
+
+FEATURE_VERSION = 1
+LEVELS = (0, 1, 2, 3, 5, 99)
+N_LOOPS = 6
+N_BUFS = 4
+KINDS = ("serial", "unroll", "vectorize", "parallel")
+ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
+
+
+@dataclass
+class _Loop:
+    var: Var
+    extent: int
+    kind: str
+
+
+def _extent(e: Expr) -> int:
+    if isinstance(e, Const):
+        return max(int(e.value), 0)
+    if isinstance(e, BinOp) and e.op == "min":
+        for side in (e.a, e.b):
+            if isinstance(side, Const):
+                return max(int(side.value), 0)
+    return 1
+
+
+def _flops(e: Expr) -> int:
+    n = 0
+    for x in te.walk(e):
+        if isinstance(x, BinOp) and x.op in ("+", "-", "*", "/", "min", "max") and x.dtype in ("float32", "float64"):
+            n += 1
+        elif isinstance(x, Call):
+            n += 4
+    return n
+
+
+def _log2(x: float) -> float:
+    return math.log2(x + 1.0)
+
+
+def _collect(stmt: Stmt, stack: list[_Loop], out: list[tuple[list[_Loop], Store]]) -> None:
+    if isinstance(stmt, For):
+        stack.append(_Loop(stmt.var, _extent(stmt.extent), stmt.kind))
+        _collect(stmt.body, stack, out)
+        stack.pop()
+    elif isinstance(stmt, Seq):
+        for s in stmt.stmts:
+            _collect(s, stack, out)
+    elif isinstance(stmt, If):
+        _collect(stmt.then, stack, out)  # the full-tile branch of a versioned loop is the hot one
+    elif isinstance(stmt, Store):
+        out.append((list(stack), stmt))
+
+
+def _touched(buf: Tensor, idx: tuple[Expr, ...], inner: list[_Loop]) -> int:
+    """Distinct elements of buf read or written while the inner loops run (an upper bound)."""
+    ranges = {lp.var: (0, max(lp.extent - 1, 0)) for lp in inner}
+    total = 1
+    for d, ix in enumerate(idx):
+        a = to_affine(ix)
+        if a is None:
+            span = buf.shape[d]
+        else:
+            a = type(a)({v: c for v, c in a.terms.items() if v in ranges}, 0)
+            lo, hi = a.interval(ranges) or (0, buf.shape[d] - 1)
+            span = min(hi - lo + 1, buf.shape[d])
+        total *= max(span, 1)
+    return total
+
+
+def _stride(buf: Tensor, idx: tuple[Expr, ...], innermost: _Loop | None) -> int:
+    if innermost is None:
+        return 0
+    stride, acc = 0, 1
+    for d in reversed(range(len(idx))):
+        a = to_affine(idx[d])
+        c = a.terms.get(innermost.var, 0) if a is not None else 1
+        stride += c * acc
+        acc *= buf.shape[d]
+    return abs(stride)
+
+
+def _functions(nest: LoopNest) -> list[Function]:
+    return [f for f in (nest.prologue, nest.main) if f is not None]
+
+
+def extract(nest: LoopNest) -> np.ndarray:
+    """The feature vector (schema FEATURE_VERSION) of a lowered loop nest."""
+    stmts: list[tuple[list[_Loop], Store]] = []
+    scopes: dict[int, str] = {}
+    local_bytes = 0
+    for fn in _functions(nest):
+        _collect(fn.body, [], stmts)
+        for lb in fn.locals:
+            scopes[id(lb.tensor)] = lb.scope
+            local_bytes += math.prod(lb.tensor.shape) * ITEMSIZE[lb.tensor.dtype]
+    feats: list[float] = []
+    trips = [math.prod(lp.extent for lp in loops) for loops, _ in stmts] or [1]
+    hot = int(np.argmax(trips)) if stmts else -1
+    if hot < 0:
+        return np.zeros(feature_length(), np.float32)
+    loops, st = stmts[hot]
+    trip = trips[hot]
+    fl = max(_flops(st.value), 1)
+    feats += [_log2(trip), float(fl), _log2(trip * fl)]
+    inner_first = list(reversed(loops))
+    for l in range(N_LOOPS):
+        if l < len(inner_first):
+            lp = inner_first[l]
+            feats += [_log2(lp.extent)] + [float(lp.kind == k) for k in KINDS]
+        else:
+            feats += [0.0] * (1 + len(KINDS))
+    accesses = [(st.buffer, st.indices)] + [(ld.tensor, ld.indices) for ld in te.loads(st.value)]
+    uniq: dict[tuple, tuple[Tensor, tuple[Expr, ...]]] = {}
+    for b, ix in accesses:
+        uniq.setdefault((id(b), tuple(map(repr, ix))), (b, ix))
+    accs = list(uniq.values())
+    store, reads = accs[0], accs[1:]
+    reads.sort(key=lambda bi: -_touched(bi[0], bi[1], loops) * ITEMSIZE[bi[0].dtype])
+    bufs = [store] + reads
+    level_bytes = [0.0] * len(LEVELS)
+    for b in range(N_BUFS):
+        if b < len(bufs):
+            buf, ix = bufs[b]
+            item = ITEMSIZE[buf.dtype]
+            for li, lev in enumerate(LEVELS):
+                inner = inner_first[:lev + 1] if lev < 99 else inner_first
+                elems = _touched(buf, ix, inner)
+                iters = math.prod(lp.extent for lp in inner) if inner else 1
+                level_bytes[li] += elems * item
+                feats += [_log2(elems * item), _log2(iters / max(elems, 1))]
+            s = _stride(buf, ix, inner_first[0] if inner_first else None)
+            feats += [float(s == 0), float(s == 1), float(s > 1)]
+            scope = scopes.get(id(buf), "global")
+            feats += [float(scope == "global"), float(scope == "stack"), float(scope == "heap")]
+        else:
+            feats += [0.0] * (2 * len(LEVELS) + 6)
+    for li, lev in enumerate(LEVELS):
+        inner = inner_first[:lev + 1] if lev < 99 else inner_first
+        iters = math.prod(lp.extent for lp in inner) if inner else 1
+        feats.append(math.log2(1 + fl * iters / max(level_bytes[li], 1.0)))
+    for cap in (32 << 10, 1 << 20, 32 << 20):
+        first = next((i for i, b in enumerate(level_bytes) if b > cap), len(LEVELS))
+        feats.append(first / len(LEVELS))
+    acc = math.prod(st.buffer.shape) if scopes.get(id(st.buffer)) == "stack" else 0
+    unrolled = math.prod(lp.extent for lp in loops if lp.kind == "unroll")
+    vec = inner_first[0].extent if inner_first and inner_first[0].kind == "vectorize" else 0
+    par = next((lp.extent for lp in loops if lp.kind == "parallel"), 1)
+    feats += [_log2(acc), _log2(unrolled), float(vec), _log2(par), _log2(trip / par)]
+    feats += [float(len(stmts)), _log2(sum(trips)), _log2(local_bytes)]
+    return np.asarray(feats, np.float32)
+
+
+def feature_length() -> int:
+    return 3 + N_LOOPS * (1 + len(KINDS)) + N_BUFS * (2 * len(LEVELS) + 6) + len(LEVELS) + 3 + 5 + 3
+
+
+def config_features(task, config) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Features of one config of a task (schedule, lower, extract)."""
+    from autotune.schedule.lower import lower
+    sched, _ = task.schedule(config)
+    return extract(lower(sched))

@@ -1,0 +1,89 @@
+"""Glue between a cost model and the search: a scorer for candidates, and a tuner callback that
+refits the model on each batch of measurements.
+
+Example::
+
+    >>> from autotune.cost_model.guided import guided_search     # doctest: +SKIP
+    >>> strategy, callback = guided_search(task, "xgb")          # doctest: +SKIP
+    >>> Tuner(task, strategy, runner, log, callbacks=[callback]).run(...)  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from autotune.cost_model import CostModel, Dataset, load_model, make_model
+from autotune.cost_model.features import config_features, feature_length
+from autotune.errors import AutotuneError
+from autotune.search.evolutionary import EvolutionarySearch
+from autotune.space import Config
+from autotune.task import Task
+from measure.runner import MeasureResult
+
+
+class ModelScorer:
+    """Scores configs of one task with a model; features are cached per config."""
+
+    def __init__(self, model: CostModel, task: Task, trained: bool) -> None:
+        self.model, self.task, self.trained = model, task, trained
+        self.cache: dict[Config, np.ndarray] = {}
+
+    def features(self, configs: Sequence[Config]) -> np.ndarray:
+        rows = []
+        for c in configs:
+            f = self.cache.get(c)
+            if f is None:
+                try:
+                    f = config_features(self.task, c)
+                except AutotuneError:  # an invalid schedule: score it last
+                    f = np.full(feature_length(), np.nan, np.float32)
+                self.cache[c] = f
+            rows.append(f)
+        return np.stack(rows) if rows else np.zeros((0, feature_length()), np.float32)
+
+    def __call__(self, configs: Sequence[Config]) -> np.ndarray:
+        X = self.features(configs)
+        if not self.trained:
+            return np.zeros(len(configs))
+        bad = np.isnan(X).any(axis=1)
+        out = np.asarray(self.model.predict(np.nan_to_num(X)), np.float64)
+        out[bad] = -math.inf
+        return out
+
+
+class ModelUpdater:
+    """A tuner callback: add each batch to the task's dataset and refit (or warm-start) the model."""
+
+    def __init__(self, scorer: ModelScorer, min_samples: int = 8) -> None:
+        self.scorer = scorer
+        self.data = Dataset()
+        self.min_samples = min_samples
+        self.fits = 0
+
+    def __call__(self, task: Task, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        X = self.scorer.features(configs)
+        keep = ~np.isnan(X).any(axis=1)
+        secs = [r.median if r.ok else math.inf for r in results]
+        self.data.add(X[keep], [s for s, k in zip(secs, keep) if k], task.key())
+        if len(self.data) >= self.min_samples and np.isfinite(self.data.y).any() and self.data.y.max() > 0:
+            self.scorer.model.update(self.data)
+            self.scorer.trained = True
+            self.fits += 1
+
+
+def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str | Path | None = None,
+                  seed: int = 0, epsilon: float = 0.1) -> tuple[EvolutionarySearch, ModelUpdater]:
+    """A model-guided evolutionary strategy and the callback that keeps its model fitted."""
+    if pretrained is not None:
+        m = load_model(pretrained)
+        trained = True
+    else:
+        m = make_model(model, seed=seed) if isinstance(model, str) else model
+        trained = False
+    scorer = ModelScorer(m, task, trained)
+    strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon)
+    strategy.name = f"evolutionary+{m.kind}" + ("(pretrained)" if pretrained else "")  # type: ignore[misc]
+    return strategy, ModelUpdater(scorer)

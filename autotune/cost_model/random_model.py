@@ -1,0 +1,36 @@
+"""The baseline: random scores (what a model must beat)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from autotune.cost_model.base import Dataset, read_model_file, write_model_file
+
+
+class RandomModel:
+    """Example::
+
+        >>> RandomModel(seed=0).predict(np.zeros((3, 5))).shape
+        (3,)
+    """
+    kind = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
+    def fit(self, data: Dataset) -> None:
+        pass
+
+    update = fit
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.rng.random(len(X))
+
+    def save(self, path: str | Path) -> None:
+        write_model_file(path, self.kind, {"seed": self.seed}, "")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RandomModel":
+        return cls(**read_model_file(path)["params"])

@@ -1,0 +1,99 @@
+"""Cost models: one contract over every implementation, metrics, and model-guided search."""
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune.cost_model import MODELS, Dataset, ModelError, load_model, make_model
+from autotune.cost_model.features import FEATURE_VERSION, config_features, feature_length
+from autotune.cost_model.guided import guided_search
+from autotune.cost_model.metrics import ape, kendall_tau, mape, top_k_score
+from autotune.task import Task
+from autotune.tuner import Tuner, TuneOptions
+from measure.replay import ReplayRunner
+
+TASK = Task.create("matmul", "96x80x64", threads=2)
+
+
+def synthetic(n: int = 60, seed: int = 0) -> tuple[Dataset, list]:
+    """Real features of real configs, with a runtime that depends on the features."""
+    rng = random.Random(seed)
+    space = TASK.space()
+    cfgs = list({space.sample(rng) for _ in range(n)})
+    X = np.stack([config_features(TASK, c) for c in cfgs])
+    secs = list(1e-4 * (1 + X[:, 4] + 0.5 * X[:, 10] + 0.1 * X[:, 0]))
+    ds = Dataset()
+    ds.add(X, secs, TASK.key())
+    return ds, secs
+
+
+def test_features_have_a_fixed_versioned_schema() -> None:
+    f = config_features(TASK, TASK.space().sample(random.Random(0)))
+    assert f.shape == (feature_length(),) and f.dtype == np.float32 and FEATURE_VERSION == 1
+    conv = Task.create("conv2d", "1x8x9x9x8x3x3x1x1", threads=1)
+    assert config_features(conv, conv.space().sample(random.Random(0))).shape == f.shape
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_model_contract(kind: str, tmp_path: Path) -> None:
+    ds, secs = synthetic()
+    m = make_model(kind)
+    m.fit(ds)
+    p = m.predict(ds.X)
+    assert p.shape == (len(ds),) and np.isfinite(p).all()
+    m.save(tmp_path / "m.json")
+    back = load_model(tmp_path / "m.json")
+    if kind != "random":
+        np.testing.assert_array_equal(back.predict(ds.X), p)  # save/load round-trips predictions exactly
+        assert kendall_tau(p, secs) > 0.5, "a learned model must rank its own training data"
+
+
+@pytest.mark.parametrize("kind", ["xgb", "lgbm"])
+def test_regression_objective(kind: str) -> None:
+    ds, secs = synthetic()
+    m = make_model(kind, objective="regression")
+    m.fit(ds)
+    assert kendall_tau(m.predict(ds.X), secs) > 0.5
+
+
+def test_model_errors(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="not been trained"):
+        make_model("xgb").predict(np.zeros((1, feature_length())))
+    with pytest.raises(ModelError, match="unknown cost model"):
+        make_model("svm")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ModelError, match="not an autotune model"):
+        load_model(tmp_path / "bad.json")
+
+
+def test_metrics() -> None:
+    secs = [1.0, 2.0, 4.0, math.inf]
+    perfect = [4.0, 3.0, 2.0, 1.0]
+    assert kendall_tau(perfect, secs) == pytest.approx(1.0)
+    assert top_k_score(perfect, secs, 1) == 1.0
+    assert top_k_score([0, 3, 2, 1], secs, 1) == 0.5
+    assert ape([0, 3, 2, 1], secs) == pytest.approx(100.0)
+    assert mape([1.1, 2.2], [1.0, 2.0]) == pytest.approx(10.0)
+
+
+def landscape(task, cfg) -> float:  # type: ignore[no-untyped-def]
+    f = config_features(task, cfg)
+    return float(1e-4 * (1 + f[4] + 0.5 * f[10] + 0.1 * f[0]))
+
+
+@pytest.mark.parametrize("kind", ["xgb", "lgbm"])
+def test_guided_search_is_valid_and_refits(kind: str, tmp_path: Path) -> None:
+    strategy, updater = guided_search(TASK, kind, seed=0)
+    proposed = []
+    res = Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
+                callbacks=[updater, lambda t, c, r: proposed.extend(c)]).run(TuneOptions(trials=32, batch=8))
+    assert res.measured == 32 and len(set(proposed)) == 32
+    assert updater.fits >= 2
+    updater.scorer.model.save(tmp_path / "m.json")
+    warm, up2 = guided_search(TASK, pretrained=tmp_path / "m.json", seed=1)
+    res2 = Tuner(TASK, warm, ReplayRunner([], fallback=landscape), callbacks=[up2]).run(TuneOptions(trials=8, batch=8))
+    assert res2.measured == 8 and up2.fits >= 1
