@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--seed", type=int, default=0)
     tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
+    tn.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without improvement")
     tn.add_argument("--cost-model", choices=["xgb", "lgbm", "random"], default=None,
                     help="steer the evolutionary search with a cost model refitted every batch")
     tn.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
@@ -175,7 +176,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     show = not args.no_progress and sys.stderr.isatty()
     with LocalRunner() as runner, _TuneProgress(task, args.trials, show) as progress:
         tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=callbacks + [progress.update])
-        result = tuner.run(TuneOptions(trials=args.trials, batch=args.batch, timeout_s=args.timeout))
+        result = tuner.run(TuneOptions(trials=args.trials, batch=args.batch, timeout_s=args.timeout,
+                                             early_stopping=args.early_stopping))
     unit = task.template.metric
     print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
           f"({result.resumed} resumed from the log, {result.errors} failed) in {result.wall_seconds:.1f} s")

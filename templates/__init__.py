@@ -11,9 +11,9 @@ from __future__ import annotations
 from autotune.errors import AutotuneError
 from templates.base import CodegenOptions, Template
 from templates import matmul
-from templates import conv2d, depthwise_conv2d
+from templates import conv2d, depthwise_conv2d, pool2d
 
-TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE)}
+TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE, pool2d.TEMPLATE)}
 
 
 USER_MODULES: list[str] = []  # modules of templates registered at run time (workers import them)

@@ -197,6 +197,26 @@ class Schedule:
             if o.attach[0] == "at" and o.attach[1] == st.name and o.attach[2] == axis:
                 raise ScheduleError(op, axis, f"stage {o.name!r} is computed at loop {axis!r}; {op} before compute_at")
 
+    @staticmethod
+    def _tail_ok(st: Stage, axis: str, ext: dict[str, int]) -> bool:
+        """May `axis` run past its extent? Only if every overshoot lands past the root axis' end (where
+        lowering clamps it): true along outer loops of splits and fuses, false inside an inner loop
+        (whose overshoot would alias the next outer iteration), unless that outer loop runs once."""
+        up: dict[str, tuple[str, str | None]] = {}
+        for rel in st.relations:
+            if rel[0] == "split":
+                _, p, o, i, _f = rel
+                up[o], up[i] = (p, None), (p, o)
+            else:
+                _, o, i, fz = rel
+                up[fz] = (o, None)  # a fused loop overshoots through its outer part
+        a = axis
+        while a in up:
+            a, outer_sibling = up[a]
+            if outer_sibling is not None and ext[outer_sibling] != 1:
+                return False
+        return True
+
     def _fresh(self, op: str, st: Stage, name: str) -> str:
         check_name(op, name, "axis name")
         if name in st.axis_kind:
@@ -259,6 +279,11 @@ class Schedule:
             raise ScheduleError(s.op, s.axis, "outer and inner names must differ")
         if st.loop_kind.get(s.axis, "serial") != "serial":
             raise ScheduleError(s.op, s.axis, f"loop is already marked {st.loop_kind[s.axis]}; split before annotating")
+        ext = st.extents()
+        if ext[s.axis] % s.factor and not self._tail_ok(st, s.axis, ext):
+            raise ScheduleError(s.op, s.axis, f"factor {s.factor} does not divide the extent {ext[s.axis]} of "
+                                              f"{s.axis!r}, which lies inside another split or fuse: its tail would "
+                                              "overlap the next tile; use a dividing factor or split the root axis")
         pos = st.order.index(s.axis)
         st.order[pos:pos + 1] = [o, i]
         kind = st.axis_kind[s.axis]

@@ -1,0 +1,92 @@
+"""C[b] = A[b] @ B[b] for every batch index b: matmul's BLIS-like blocking with the batch outermost.
+
+Loop structure (knob names in brackets)::
+
+    for b in B:  /  for jc in N / [nc]:  # the outer two, in the order [par_axis]; the outermost
+      for jc in N / [nc]:  /  for b in B: # runs over threads when there is more than one
+        for kc in K / [kc]:
+          pack B[b, kc block, jc block] into NR-wide panels       (compute_at kc)
+          for ic in M / [mc]:
+            pack A[b, ic block, kc block] into MR-tall panels     (compute_at ic)   [pack_a]
+            for jr, ir in panels:                                  [order]
+              acc[MR, NR] = 0                                      (cache_write, on the stack)
+              for kk in kc: for ii in MR (unrolled): for ji in NR (vectorized): acc += Ap * Bp
+              C[b, tile] += acc   (clamped to the valid region)
+
+Parallel over the batch suits many small matrices; parallel over column blocks suits a batch
+smaller than the thread count.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.ir import te
+from autotune.schedule import Schedule
+from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates.base import CodegenOptions, Shape, Template
+from templates.matmul import _fit
+
+
+def define(shape: Shape, dtype: str) -> te.Tensor:
+    Bt, M, N, K = shape["B"], shape["M"], shape["N"], shape["K"]
+    A = te.placeholder((Bt, M, K), dtype, name="A")
+    B = te.placeholder((Bt, K, N), dtype, name="B")
+    k = te.reduce_axis(K, name="k")
+    return te.compute((Bt, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+
+
+def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+    Bt, M, N, K = shape["B"], shape["M"], shape["N"], shape["K"]
+    vec = 16 if dtype == "float32" else 8
+    par = ["none"]
+    if threads > 1:
+        par = ["batch", "cols", "none"] if Bt > 1 else ["cols", "none"]
+    return ConfigSpace([
+        ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
+        ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
+        ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
+        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+        ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
+        ChoiceKnob("order", ["jr_ir", "ir_jr"]),
+        ChoiceKnob("pack_a", [True, False]),
+        ChoiceKnob("parallel", par),                    # which outer loop runs over threads
+    ])
+
+
+def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
+    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
+    nc = min(cfg["nc_panels"] * nr, -(-N // nr) * nr)
+    par = cfg["parallel"] if threads > 1 else "none"
+    if cfg["pack_a"]:
+        s.pack("A", 1, mr, "Ap")   # (M / MR, B, K, MR)
+    s.pack("B", 2, nr, "Bp")       # (N / NR, B, K, NR)
+    s.split("C", "j", nc, "jc", "jn")
+    s.split("C", "jn", nr, "jr", "ji")
+    s.split("C", "k", kc, "kc", "kk")
+    s.split("C", "i", mc, "ic", "im")
+    s.split("C", "im", mr, "ir", "ii")
+    panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+    outer = ("jc", "b") if par == "cols" else ("b", "jc")
+    s.reorder("C", *outer, "kc", "ic", *panels, "kk", "ii", "ji")
+    s.cache_write("C", panels[1])
+    s.unroll("C", "ii")
+    s.vectorize("C", "ji")
+    s.compute_at("Bp", "C", "kc")
+    if cfg["pack_a"]:
+        s.compute_at("Ap", "C", "ic")
+        s.reorder("Ap", "p_i", "d2")  # panel rows innermost-but-one: read A rows contiguously
+    if par != "none":
+        s.parallel("C", outer[0])
+    return CodegenOptions()
+
+
+def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    return np.matmul(A, B)
+
+
+TEMPLATE = Template(
+    name="batch_matmul", description="C[B,M,N] = A[B,M,K] @ B[B,K,N] (a matmul per batch index)",
+    dims=("B", "M", "N", "K"), define=define, space=space, schedule=schedule, reference=reference,
+    flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"], default_shape="8x128x128x128")

@@ -1,0 +1,178 @@
+"""Y[N,K,OH,OW] = conv2d(X[N,C,H,W], W[K,C,R,S]) with stride, zero padding and dilation (NCHW).
+
+A direct convolution blocked like a GEMM micro-kernel: the weights are repacked into blocks of
+kb output channels (s.pack on W along K: Wp[K/kb, C, R, S, kb], zero padded), and each tile of
+ohb x owb output pixels times kb channels accumulates in a stack tile acc[ohb, owb, kb] (pixel
+loops unrolled, the channel loop vectorized innermost, so each step is one broadcast of an
+input pixel times kb/16 weight vectors). Knob names in brackets::
+
+    Xp = zero-padded X     (a root stage computed once, per row block at oho, or inlined) [pad_at]
+    for the loop chosen by [parallel] (runs over threads), then n, then ko and oho in [outer] order:
+      for ko in K / kb:  for oho in OH / ohb:
+        [for co in C / cb:]                           # reduction block outside the tile    [cb]
+        for owo in OW / owb:
+          acc[ohb, owb, kb] = 0
+          for c, r, s  (or r, s, c)                                                    [red_order]
+            for ohi (unrolled): for owi (unrolled): for ki (vectorized):
+              acc[ohi, owi, ki] += Xp[n, c, oh*st + r*dil, ow*st + s*dil] * Wp[ko, c, r, s, ki]
+          Y[tile] (+)= acc     (clamped to the valid region: awkward shapes work)
+
+[tile] is "KBxOHBxOWB"; only tiles whose accumulators fit the 32 vector registers are offered.
+Shape "1x64x56x56x64x3x3x1x1" is N=1 C=64 H=W=56 K=64 R=S=3 stride 1 pad 1 (dilation 1).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.errors import ShapeError
+from autotune.ir import te
+from autotune.schedule import Schedule
+from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates.base import CodegenOptions, Shape, Template
+from templates.matmul import _fit
+
+
+def out_size(n: int, r: int, stride: int, pad: int, dil: int) -> int:
+    return (n + 2 * pad - dil * (r - 1) - 1) // stride + 1
+
+
+def conv_geometry(shape: Shape, name: str, rdim: str = "R", sdim: str = "S") -> tuple[int, int, int, int, int, int, int]:
+    """(OH, OW, Hp, Wp, stride, pad, dil): output size and the padded-input extent actually read."""
+    st, pad, dil = shape["stride"], shape["pad"], shape["dilation"]
+    if st < 1 or dil < 1:
+        raise ShapeError(f"{name}: stride and dilation must be at least 1, got stride={st} dilation={dil}")
+    H, W, R, S = shape["H"], shape["W"], shape[rdim], shape[sdim]
+    OH, OW = out_size(H, R, st, pad, dil), out_size(W, S, st, pad, dil)
+    if OH < 1 or OW < 1:
+        raise ShapeError(f"{name}: the {R}x{S} window (dilation {dil}) does not fit the {H}x{W} input "
+                         f"padded by {pad}; the output would be {OH}x{OW}")
+    Hp, Wp = (OH - 1) * st + dil * (R - 1) + 1, (OW - 1) * st + dil * (S - 1) + 1
+    return OH, OW, Hp, Wp, st, pad, dil
+
+
+def padded_input(X: te.Tensor, Hp: int, Wp: int, pad: int, dtype: str, name: str = "Xp") -> te.Tensor:
+    """Xp[n, c, hp, wp] = X[n, c, hp - pad, wp - pad] inside the image, 0 outside."""
+    N, C, H, W = X.shape
+    if pad == 0 and Hp <= H and Wp <= W:
+        return X
+    zero = te.const(0, dtype)
+    return te.compute(
+        (N, C, Hp, Wp),
+        lambda n, c, hp, wp: te.select(te.all_of(hp >= pad, hp < H + pad, wp >= pad, wp < W + pad),
+                                       X[n, c, hp - pad, wp - pad], zero),
+        name=name)
+
+
+def define(shape: Shape, dtype: str) -> te.Tensor:
+    N, C, H, W, K, R, S = (shape[d] for d in ("N", "C", "H", "W", "K", "R", "S"))
+    OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((K, C, R, S), dtype, name="W")
+    Xp = padded_input(X, Hp, Wp, pad, dtype)
+    rc = te.reduce_axis(C, name="rc")
+    rr = te.reduce_axis(R, name="rr")
+    rs = te.reduce_axis(S, name="rs")
+    return te.compute(
+        (N, K, OH, OW),
+        lambda n, k, oh, ow: te.sum(Xp[n, rc, oh * st + rr * dil, ow * st + rs * dil] * Wt[k, rc, rr, rs],
+                                    axis=(rc, rr, rs)),
+        name="Y")
+
+
+MAX_ACC_VECTORS = 32  # accumulator tile in vector registers (AVX-512 has 32); larger tiles spill
+
+
+def tiles(shape: Shape, dtype: str) -> list[str]:
+    """Register tiles "KBxOHBxOWB" (output channels x rows x columns) that fit the vector registers."""
+    K = shape["K"]
+    OH, OW = conv_geometry(shape, "conv2d")[:2]
+    vec = 16 if dtype == "float32" else 8
+    ows = _fit(sorted({4, 8, 16} | {d for d in range(3, 29) if OW % d == 0}), OW)
+    out = []
+    for kb in _fit([vec, 2 * vec, 3 * vec, 4 * vec], K):
+        nvec = -(-min(kb, K) // vec)
+        for ohb in _fit([1, 2, 4], OH):
+            for owb in ows:
+                acc = min(ohb, OH) * min(owb, OW) * nvec
+                if acc <= MAX_ACC_VECTORS or (ohb == 1 and owb == min(ows)):
+                    out.append(f"{kb}x{ohb}x{owb}")
+    return out
+
+
+def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+    N, C, K = shape["N"], shape["C"], shape["K"]
+    OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
+    vec = 16 if dtype == "float32" else 8
+    has_pad = Hp > shape["H"] or Wp > shape["W"] or pad > 0
+    par = ["none"]
+    if threads > 1:
+        par = [a for a, e in (("n", N), ("k", -(-K // vec)), ("oh", OH)) if e > 1] or ["none"]
+    return ConfigSpace([
+        ChoiceKnob("tile", tiles(shape, dtype)),              # register tile: channels x rows x columns
+        ChoiceKnob("cb", _fit([32, 64, 128, 256], C)),        # input channels per reduction block
+        ChoiceKnob("red_order", ["crs", "rsc"]),              # reduction loop order inside the tile
+        ChoiceKnob("outer", ["oh_k", "k_oh"]),                # order of the row-block and channel-block loops
+        ChoiceKnob("pad_at", ["root", "rows", "inline"] if has_pad else ["none"]),
+        ChoiceKnob("parallel", par),                          # which outer loop runs over threads
+    ])
+
+
+def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    N, C, K = shape["N"], shape["C"], shape["K"]
+    OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
+    kb, ohb, owb = (int(x) for x in cfg["tile"].split("x"))
+    kb, ohb, owb, cb = min(kb, K), min(ohb, OH), min(owb, OW), min(cfg["cb"], C)
+    par = cfg["parallel"] if threads > 1 else "none"
+    s.pack("W", 0, kb, "Wp")                   # Wp[K/kb, C, R, S, kb]
+    s.split("Y", "k", kb, "ko", "ki")
+    s.split("Y", "oh", ohb, "oho", "ohi")
+    s.split("Y", "ow", owb, "owo", "owi")
+    red = ["rc", "rr", "rs"] if cfg["red_order"] == "crs" else ["rr", "rs", "rc"]
+    outer_red: list[str] = []
+    if cb < C:
+        s.split("Y", "rc", cb, "co", "ci")
+        red = ["ci" if a == "rc" else a for a in red]
+        outer_red = ["co"]
+    outer = ["ko", "oho"] if cfg["outer"] == "k_oh" else ["oho", "ko"]
+    outer = ["n"] + outer
+    if par != "none":
+        p = {"n": "n", "k": "ko", "oh": "oho"}[par]
+        outer = [p] + [a for a in outer if a != p]
+    s.reorder("Y", *outer, *outer_red, "owo", *red, "ohi", "owi", "ki")
+    s.cache_write("Y", "owo")
+    s.unroll("Y", "ohi")
+    s.unroll("Y", "owi")
+    s.vectorize("Y", "ki")
+    if "Xp" in s.stages:
+        if cfg["pad_at"] == "inline":
+            s.compute_inline("Xp")
+        elif cfg["pad_at"] == "rows":
+            s.compute_at("Xp", "Y", "oho")
+    if par != "none":
+        s.parallel("Y", outer[0])
+    return CodegenOptions()
+
+
+def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilation: int = 1) -> np.ndarray:
+    """Exact NCHW conv2d: one (N,C,OH,OW) x (K,C) contraction per kernel tap (r, s)."""
+    N, C, H, Wd = X.shape
+    K, _, R, S = W.shape
+    OH, OW = out_size(H, R, stride, pad, dilation), out_size(Wd, S, stride, pad, dilation)
+    Xp = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    out = np.zeros((N, OH, OW, K), dtype=np.result_type(X, W))
+    for r in range(R):
+        for q in range(S):
+            h0, w0 = r * dilation, q * dilation
+            win = Xp[:, :, h0:h0 + (OH - 1) * stride + 1:stride, w0:w0 + (OW - 1) * stride + 1:stride]
+            out += np.tensordot(win, W[:, :, r, q], axes=([1], [1]))  # (N, OH, OW, K)
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+TEMPLATE = Template(
+    name="conv2d", description="Y[N,K,OH,OW] = conv2d(X[N,C,H,W], W[K,C,R,S]), NCHW, stride/pad/dilation",
+    dims=("N", "C", "H", "W", "K", "R", "S"), extra_dims={"stride": 1, "pad": 0, "dilation": 1},
+    define=define, space=space, schedule=schedule, reference=reference,
+    flops=lambda s: 2.0 * s["N"] * s["K"] * s["C"] * s["R"] * s["S"]
+    * out_size(s["H"], s["R"], s["stride"], s["pad"], s["dilation"])
+    * out_size(s["W"], s["S"], s["stride"], s["pad"], s["dilation"]),
+    default_shape="1x64x56x56x64x3x3x1x1")

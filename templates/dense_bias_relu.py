@@ -1,0 +1,148 @@
+"""out = relu(A @ W + bias): a matmul stage D and an epilogue stage, fused or not.
+
+Two computes::
+
+    D[i, j]   = sum_k A[i, k] * W[k, j]
+    out[i, j] = max(D[i, j] + bias[j], 0)
+
+The knob [fuse] picks how the epilogue meets the matmul:
+
+- "none": D is a root stage blocked exactly like templates/matmul.py (packed panels, stack
+  accumulator tile), written to a full intermediate; the epilogue is a second pass over it.
+  (With threads, root stages other than the output run serially before the parallel epilogue.)
+- "block": D is computed at the output's (ic, jc) block loop into a local [mc, nc] buffer, with
+  the matmul blocking inside it (kc blocks, packed panels, stack accumulator tile); the epilogue
+  then reads the block while it is still in cache. The outermost block loop runs over threads.
+- "tile": D is computed at the output's register-tile loop into an [mr, nr] buffer on the stack
+  (the accumulator tile itself), over the whole K; the epilogue reads it right away. W (and A,
+  with [pack_a]) are packed once, whole, before the main loop.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.ir import te
+from autotune.schedule import Schedule
+from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates.base import CodegenOptions, Shape, Template
+from templates.matmul import _fit
+
+
+def define(shape: Shape, dtype: str) -> te.Tensor:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    A = te.placeholder((M, K), dtype, name="A")
+    W = te.placeholder((K, N), dtype, name="W")
+    bias = te.placeholder((N,), dtype, name="bias")
+    k = te.reduce_axis(K, name="k")
+    D = te.compute((M, N), lambda i, j: te.sum(A[i, k] * W[k, j], axis=k), name="D")
+    return te.compute((M, N), lambda i, j: te.max(D[i, j] + bias[j], 0.0), name="out")
+
+
+def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    vec = 16 if dtype == "float32" else 8
+    return ConfigSpace([
+        ChoiceKnob("fuse", ["block", "tile", "none"]),
+        ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
+        ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
+        ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
+        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+        ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
+        ChoiceKnob("order", ["jr_ir", "ir_jr"]),        # register tiles: column panels outer or row panels outer
+        ChoiceKnob("outer", ["jc_ic", "ic_jc"]),        # cache blocks: the outermost one runs over threads
+        ChoiceKnob("pack_a", [True, False]),
+        ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
+    ])
+
+
+def _blocks(cfg: Config, shape: Shape) -> tuple[int, int, int, int, int]:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
+    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
+    nc = min(cfg["nc_panels"] * nr, -(-N // nr) * nr)
+    return mr, nr, kc, mc, nc
+
+
+def _register_tiles(s: Schedule, cfg: Config, mr: int, nr: int, kc: int, j: str, i: str, outer: tuple[str, ...]) -> None:
+    """D's loops like matmul's: (outer..., kc, [jc-order] register tiles, kk, ii, ji), accumulator tile."""
+    s.split("D", j, nr, "jr", "ji")
+    s.split("D", "k", kc, "kc", "kk")
+    s.split("D", i, mr, "ir", "ii")
+    panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+    s.reorder("D", *outer, *panels, "kk", "ii", "ji")
+    s.cache_write("D", panels[1])
+    s.unroll("D", "ii")
+    s.vectorize("D", "ji")
+
+
+def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    mr, nr, kc, mc, nc = _blocks(cfg, shape)
+    parallel = cfg["parallel"] and threads > 1
+    fuse = cfg["fuse"]
+    if cfg["pack_a"]:
+        s.pack("A", 0, mr, "Ap")   # (M / MR, K, MR)
+    s.pack("W", 1, nr, "Wp")       # (N / NR, K, NR)
+    blocks = ("jc", "ic") if cfg["outer"] == "jc_ic" else ("ic", "jc")
+
+    if fuse == "none":
+        # D blocked like matmul over the whole matrix; the epilogue a separate vectorised pass.
+        s.split("D", "j", nc, "jc", "jn")
+        s.split("D", "i", mc, "ic", "im")
+        _register_tiles(s, cfg, mr, nr, kc, "jn", "im", ("jc", "kc", "ic"))
+        s.compute_at("Wp", "D", "kc")
+        if cfg["pack_a"]:
+            s.compute_at("Ap", "D", "ic")
+            s.reorder("Ap", "p_o", "p_i", "d1")
+        if parallel:
+            s.parallel("out", "i")
+        s.vectorize("out", "j")
+        return CodegenOptions()
+
+    # the output's blocks and register tiles
+    s.split("out", "j", nc, "jc", "jn")
+    s.split("out", "i", mc, "ic", "im")
+    if fuse == "block":
+        s.reorder("out", *blocks, "im", "jn")
+        s.vectorize("out", "jn")
+        s.compute_at("D", "out", blocks[1])
+        _register_tiles(s, cfg, mr, nr, kc, "j", "i", ("kc",))
+        s.compute_at("Wp", "D", "kc")
+        if cfg["pack_a"]:
+            s.compute_at("Ap", "D", "kc")
+            s.reorder("Ap", "p_o", "p_i", "d1")
+    else:  # tile
+        s.split("out", "jn", nr, "jr", "ji")
+        s.split("out", "im", mr, "ir", "ii")
+        panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+        s.reorder("out", *blocks, *panels, "ii", "ji")
+        s.unroll("out", "ii")
+        s.vectorize("out", "ji")
+        s.compute_at("D", "out", panels[1])
+        # D's region is one [mr, nr] tile: the (extent-1) outer loops host the accumulator tile,
+        # so the k loop runs whole over the zero-padded panels and only the write-back is clamped
+        s.split("D", "i", mr, "io", "ii")
+        s.split("D", "j", nr, "jo", "ji")
+        s.reorder("D", "io", "jo", "k", "ii", "ji")
+        s.cache_write("D", "jo")
+        s.unroll("D", "ii")
+        s.vectorize("D", "ji")
+        if cfg["pack_a"]:
+            s.reorder("Ap", "p_o", "p_i", "d1")
+    if parallel:
+        s.parallel("out", blocks[0])
+    return CodegenOptions()
+
+
+def reference(A: np.ndarray, W: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    return np.maximum(A @ W + bias, 0).astype(A.dtype)
+
+
+def flops(shape: Shape) -> float:
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    return 2.0 * M * N * K + 2.0 * M * N
+
+
+TEMPLATE = Template(
+    name="dense_bias_relu", description="out[M,N] = relu(A[M,K] @ W[K,N] + bias[N]), matmul and epilogue fused",
+    dims=("M", "N", "K"), define=define, space=space, schedule=schedule, reference=reference,
+    flops=flops, default_shape="256x256x256")

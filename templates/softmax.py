@@ -1,0 +1,140 @@
+"""y = softmax(x) over the rows of x[M, N], numerically stable (the row max is subtracted first).
+
+Compute definition (each stage has one consumer, so every stage can be computed at a loop of
+its consumer; the row max is computed twice for that reason, which costs one cheap pass)::
+
+    mxa[i] = max_j x[i, j]
+    s[i]   = sum_j exp(x[i, j] - mxa[i])
+    mxb[i] = max_j x[i, j]
+    y[i,j] = exp(x[i, j] - mxb[i]) / s[i]
+
+exp is written in the tensor language (`exp_nonpos`): Cody-Waite range reduction, a Taylor
+polynomial and a 2**n built from selects, all of which LLVM vectorises. Numba's np.exp is a scalar
+libm call here (no SVML), about 4x slower than NumPy's SIMD exp, which no schedule could recover.
+
+Schedule: the rows are split into blocks of [rows] (the block loop runs over threads when
+[parallel]); s and mxb are computed at the block loop (or per row, [attach]) into small local
+buffers, so x is read from DRAM once and re-read from L1/L2; row loops are vectorized and the
+codegen's `reassoc` lets LLVM vectorize the row max and row sum.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autotune.ir import te
+from autotune.schedule import Schedule
+from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates.base import CodegenOptions, Shape, Template
+
+_INT = {"float32": "int32", "float64": "int64"}
+# clamp so that 2**n stays a normal number: exp(-87) ~ 1.6e-38 (float32), exp(-708) ~ 3e-308 (float64)
+_LOW = {"float32": -87.0, "float64": -708.0}
+_BITS = {"float32": 7, "float64": 10}      # |n| <= 126 / 1022
+_DEGREE = {"float32": 7, "float64": 12}    # Taylor degree for |r| <= ln2/2: error < 1e-8 / 2e-16 relative
+_LN2_HI = 0.693145751953125                # ln 2 = _LN2_HI + _LN2_LO, _LN2_HI with few mantissa bits
+_LN2_LO = 1.4286068203094172321e-06
+
+
+def exp_nonpos(v: te.Expr, dtype: str) -> te.Expr:
+    """exp(v) for v <= 0 (v above 0 is not allowed), vectorizable: p(r) * 2**n with v = n*ln2 + r.
+
+    Arguments below the clamp (-87 for float32, -708 for float64) give exp(clamp), a value below
+    the smallest normal number, instead of a smaller one.
+    """
+    c = lambda x: te.const(x, dtype)  # noqa: E731
+    v = te.max(v, c(_LOW[dtype]))
+    # n = round(v / ln2): v <= 0, and a cast truncates toward zero, so subtract 0.5 first
+    n = te.cast(dtype, te.cast(_INT[dtype], v * c(1.0 / math.log(2.0)) - c(0.5)))
+    r = v - n * c(_LN2_HI) - n * c(_LN2_LO)
+    p: te.Expr = c(1.0 / math.factorial(_DEGREE[dtype]))
+    for k in range(_DEGREE[dtype] - 1, -1, -1):
+        p = p * r + c(1.0 / math.factorial(k))
+    # 2**n = prod over the bits b of m = -n of (2**-(2**b) if bit b is set else 1); bit b is
+    # trunc(m / 2**b) - 2 * trunc(m / 2**(b+1)), and the factor 1 + bit * (2**-(2**b) - 1):
+    # arithmetic, not selects, so LLVM also vectorizes it inside a reduction
+    m = -n
+    scale: te.Expr = p
+    for b in range(_BITS[dtype]):
+        lo = te.cast(dtype, te.cast(_INT[dtype], m * c(2.0 ** -b)))
+        hi = te.cast(dtype, te.cast(_INT[dtype], m * c(2.0 ** -(b + 1))))
+        scale = scale * (c(1.0) + (lo - hi * c(2.0)) * c(2.0 ** -(2 ** b) - 1.0))
+    return scale
+
+
+def row_max(x: te.Tensor, name: str) -> te.Tensor:
+    """max_j x[i, j] as two stages, so the row max vectorizes (LLVM does not vectorize a max
+    reduction from Numba: its selects carry no fast-math flags).
+
+    `{name}_part[i, l]` = max over the full chunks of V columns of x[i, chunk*V + l] (a reduction
+    whose inner loop l is spatial: a vector max); `name[i]` = max over the V partial maxima and
+    the N % V tail columns.
+    """
+    M, N = x.shape
+    V = 64 // (4 if x.dtype == "float32" else 8) * 2   # two vectors of lanes
+    full, tail = divmod(N, V)
+    if full == 0:
+        r = te.reduce_axis(N, name=f"{name}_r")
+        return te.compute((M,), lambda i: te.max_reduce(x[i, r], axis=r), name=name)
+    ko = te.reduce_axis(full, name=f"{name}_ko")
+    part = te.compute((M, V), lambda i, l: te.max_reduce(x[i, ko * V + l], axis=ko), name=f"{name}_part")
+    r = te.reduce_axis(V + tail, name=f"{name}_r")
+    if tail == 0:
+        return te.compute((M,), lambda i: te.max_reduce(part[i, r], axis=r), name=name)
+    return te.compute((M,), lambda i: te.max_reduce(
+        te.select(r < V, part[i, r], x[i, r + (full * V - V)]), axis=r), name=name)
+
+
+def schedule_row_max(s: Schedule, name: str, consumer: str, axis: str) -> None:
+    """Compute row_max's stages at `axis` of `consumer`, the partial maxima vectorized."""
+    s.compute_at(name, consumer, axis)
+    part = f"{name}_part"
+    if part in s.stages:
+        s.compute_at(part, name, "i")
+        s.reorder(part, f"{name}_ko", "l")
+        s.vectorize(part, "l")
+
+
+def define(shape: Shape, dtype: str) -> te.Tensor:
+    M, N = shape["M"], shape["N"]
+    x = te.placeholder((M, N), dtype, name="x")
+    ks = te.reduce_axis(N, name="ks")
+    mxa = row_max(x, "mxa")
+    s = te.compute((M,), lambda i: te.sum(exp_nonpos(x[i, ks] - mxa[i], dtype), axis=ks), name="s")
+    mxb = row_max(x, "mxb")
+    return te.compute((M, N), lambda i, j: exp_nonpos(x[i, j] - mxb[i], dtype) / s[i], name="y")
+
+
+def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+    M = shape["M"]
+    rows = sorted({r for r in (1, 2, 4, 8, 16) if r <= M} | {min(M, 16)} if M < 16 else {1, 2, 4, 8, 16})
+    return ConfigSpace([
+        ChoiceKnob("rows", rows),                        # rows per block
+        ChoiceKnob("attach", ["block", "row"]),          # where the row statistics are computed
+        ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
+    ])
+
+
+def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    rows = min(cfg["rows"], shape["M"])
+    s.split("y", "i", rows, "io", "ii")
+    at = "io" if cfg["attach"] == "block" else "ii"
+    s.compute_at("s", "y", at)
+    schedule_row_max(s, "mxb", "y", at)
+    schedule_row_max(s, "mxa", "s", "i")
+    s.vectorize("y", "j")
+    if cfg["parallel"] and threads > 1:
+        s.parallel("y", "io")
+    return CodegenOptions(reassoc=True)
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+TEMPLATE = Template(
+    name="softmax", description="y[M,N] = softmax(x[M,N]) over each row (numerically stable)",
+    dims=("M", "N"), define=define, space=space, schedule=schedule, reference=reference,
+    flops=lambda s: 5.0 * s["M"] * s["N"], default_shape="4096x1024")
