@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
     tn.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without improvement")
-    tn.add_argument("--cost-model", choices=["xgb", "lgbm", "random"], default=None,
+    tn.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random"], default=None,
                     help="steer the evolutionary search with a cost model refitted every batch")
     tn.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
     tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
     tm = sub.add_parser("train-model", help="train a cost model on tuning logs and save it")
     tm.add_argument("logs", nargs="+", help="tuning logs to learn from")
-    tm.add_argument("--model", choices=["xgb", "lgbm", "random"], default="xgb")
+    tm.add_argument("--model", choices=["xgb", "lgbm", "gnn", "random"], default="xgb")
     tm.add_argument("--objective", choices=["rank", "regression"], default="rank")
     tm.add_argument("--out", required=True, help="model file to write (JSON)")
 

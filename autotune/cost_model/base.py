@@ -31,16 +31,24 @@ class Dataset:
     X: np.ndarray = field(default_factory=lambda: np.zeros((0, feature_length()), np.float32))
     y: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     groups: list[str] = field(default_factory=list)
+    graphs: list[Any] | None = None  # ProgramGraph per row, for graph models
 
     def __len__(self) -> int:
-        return len(self.y)
+        return len(self.y) if len(self.y) else len(self.X)
 
-    def add(self, X: np.ndarray, seconds: Sequence[float], group: str) -> None:
+    def add(self, X: np.ndarray, seconds: Sequence[float], group: str, graphs: Sequence[Any] | None = None) -> None:
         """Rows of one task; seconds are inf for failed configs."""
-        self.X = np.vstack([self.X, np.asarray(X, np.float32).reshape(-1, feature_length())])
+        X = np.asarray(X, np.float32)
+        self.X = np.vstack([self.X.reshape(-1, X.shape[1]) if len(self.X) == 0 else self.X, X]) if len(X) else self.X
         self._seconds = getattr(self, "_seconds", []) + list(seconds)
         self.groups += [group] * len(seconds)
+        if graphs is not None:
+            self.graphs = (self.graphs or []) + list(graphs)
         self._relabel()
+
+    @property
+    def seconds(self) -> list[float]:
+        return list(getattr(self, "_seconds", []))
 
     def _relabel(self) -> None:
         best: dict[str, float] = {}
@@ -50,8 +58,9 @@ class Dataset:
                            for g, s in zip(self.groups, self._seconds)])
 
     @classmethod
-    def from_records(cls, records: Iterable[Record], *, max_per_task: int | None = None) -> "Dataset":
-        """Lower every (validated) config of the records and extract its features."""
+    def from_records(cls, records: Iterable[Record], *, max_per_task: int | None = None,
+                     graphs: bool = False) -> "Dataset":
+        """Lower every (validated) config of the records and extract its features (and graphs)."""
         by_task: dict[str, list[Record]] = {}
         for r in records:
             by_task.setdefault(r.key, []).append(r)
@@ -59,17 +68,28 @@ class Dataset:
         for key in sorted(by_task):
             rs = by_task[key][:max_per_task] if max_per_task else by_task[key]
             task = rs[0].task()
-            feats, secs = [], []
+            feats, secs, gs = [], [], []
             for r in rs:
                 try:
                     cfg = task.space().validate(r.config)
-                    feats.append(config_features(task, cfg))
+                    if graphs:
+                        from autotune.cost_model.graph import config_graph
+                        g = config_graph(task, cfg)
+                        gs.append(g)
+                        feats.append(g.config_feat)
+                    else:
+                        feats.append(config_features(task, cfg))
                 except AutotuneError:
                     continue
                 secs.append(r.seconds)
             if feats:
-                ds.add(np.stack(feats), secs, key)
+                ds.add(np.stack(feats), secs, key, gs if graphs else None)
         return ds
+
+
+def as_matrix(data: "Dataset | np.ndarray") -> np.ndarray:
+    """The feature matrix of a Dataset (or the array itself)."""
+    return data.X if isinstance(data, Dataset) else np.asarray(data, np.float32)
 
 
 @runtime_checkable
@@ -81,7 +101,7 @@ class CostModel(Protocol):
 
     def update(self, data: Dataset) -> None: ...
 
-    def predict(self, X: np.ndarray) -> np.ndarray: ...
+    def predict(self, data: "Dataset | np.ndarray") -> np.ndarray: ...
 
     def save(self, path: str | Path) -> None: ...
 

@@ -19,7 +19,7 @@ from autotune.records import load_records
 def train_model(logs: Sequence[str], kind: str, objective: str, out: str) -> int:
     records = [r for p in logs for r in load_records(p)]
     t0 = time.perf_counter()
-    data = Dataset.from_records(records)
+    data = Dataset.from_records(records, graphs=kind == "gnn")
     t1 = time.perf_counter()
     if len(data) < 2:
         raise AutotuneError("the logs hold fewer than 2 usable measurements: nothing to learn from")
@@ -35,7 +35,7 @@ def train_model(logs: Sequence[str], kind: str, objective: str, out: str) -> int
 def evaluate(model, data: Dataset) -> dict:  # type: ignore[no-untyped-def]
     """Per-task Kendall tau, top-1 and top-5 scores and APE, with their medians."""
     per: dict[str, dict[str, float]] = {}
-    scores = np.asarray(model.predict(data.X)) if len(data) else np.zeros(0)
+    scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
     groups = np.array(data.groups, dtype=object)
     for g in sorted(set(data.groups)):
         m = groups == g
@@ -52,7 +52,7 @@ def evaluate(model, data: Dataset) -> dict:  # type: ignore[no-untyped-def]
 
 def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | None) -> int:
     model = load_model(model_path)
-    data = Dataset.from_records(load_records(log))
+    data = Dataset.from_records(load_records(log), graphs=getattr(model, "needs_graphs", False))
     res = evaluate(model, data)
     print(f"{'task':<44} {'n':>5} {'tau':>6} {'top1':>6} {'top5':>6} {'APE%':>7}")
     for g, v in res["tasks"].items():
@@ -65,7 +65,7 @@ def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(6, 5))
-        s = model.predict(data.X)
+        s = model.predict(data)
         ax.scatter(s, data.y, s=8, alpha=0.6)
         ax.set_xlabel(f"{model.kind} score")
         ax.set_ylabel("measured throughput / best of task")

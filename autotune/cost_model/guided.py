@@ -30,6 +30,7 @@ class ModelScorer:
     def __init__(self, model: CostModel, task: Task, trained: bool) -> None:
         self.model, self.task, self.trained = model, task, trained
         self.cache: dict[Config, np.ndarray] = {}
+        self.graph_cache: dict[Config, object] = {}
 
     def features(self, configs: Sequence[Config]) -> np.ndarray:
         rows = []
@@ -44,12 +45,32 @@ class ModelScorer:
             rows.append(f)
         return np.stack(rows) if rows else np.zeros((0, feature_length()), np.float32)
 
+    def graphs(self, configs: Sequence[Config]) -> list:  # type: ignore[type-arg]
+        from autotune.cost_model.graph import config_graph
+        out = []
+        for c in configs:
+            g = self.graph_cache.get(c)
+            if g is None:
+                g = self.graph_cache[c] = config_graph(self.task, c)
+            out.append(g)
+        return out
+
+    def batch(self, configs: Sequence[Config]) -> Dataset:
+        """What the model scores: features, plus program graphs for graph models."""
+        X = self.features(configs)
+        ds = Dataset(X=np.nan_to_num(X))
+        if getattr(self.model, "needs_graphs", False):
+            ok = [c for c, row in zip(configs, X) if not np.isnan(row).any()]
+            gs = dict(zip(ok, self.graphs(ok)))
+            ds.graphs = [gs.get(c) or gs[ok[0]] for c in configs] if ok else None
+        return ds
+
     def __call__(self, configs: Sequence[Config]) -> np.ndarray:
         X = self.features(configs)
         if not self.trained:
             return np.zeros(len(configs))
         bad = np.isnan(X).any(axis=1)
-        out = np.asarray(self.model.predict(np.nan_to_num(X)), np.float64)
+        out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
         out[bad] = -math.inf
         return out
 
@@ -67,7 +88,9 @@ class ModelUpdater:
         X = self.scorer.features(configs)
         keep = ~np.isnan(X).any(axis=1)
         secs = [r.median if r.ok else math.inf for r in results]
-        self.data.add(X[keep], [s for s, k in zip(secs, keep) if k], task.key())
+        kept = [c for c, k in zip(configs, keep) if k]
+        graphs = self.scorer.graphs(kept) if getattr(self.scorer.model, "needs_graphs", False) else None
+        self.data.add(X[keep], [s for s, k in zip(secs, keep) if k], task.key(), graphs)
         if len(self.data) >= self.min_samples and np.isfinite(self.data.y).any() and self.data.y.max() > 0:
             self.scorer.model.update(self.data)
             self.scorer.trained = True

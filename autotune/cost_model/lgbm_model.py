@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, ModelError, group_sizes, read_model_file, write_model_file
+from autotune.cost_model.base import Dataset, as_matrix, ModelError, group_sizes, read_model_file, write_model_file
 
 GRADES = 30
 
@@ -57,7 +57,8 @@ class LGBMModel:
 
     update = fit
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X: "Dataset | np.ndarray") -> np.ndarray:
+        X = as_matrix(X)
         if self.booster is None:
             raise ModelError("the lgbm model has not been trained (fit it or load a pretrained one)")
         return np.asarray(self.booster.predict(np.asarray(X, np.float32)))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, read_model_file, write_model_file
+from autotune.cost_model.base import Dataset, as_matrix, read_model_file, write_model_file
 
 
 class RandomModel:
@@ -25,7 +25,8 @@ class RandomModel:
 
     update = fit
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X: "Dataset | np.ndarray") -> np.ndarray:
+        X = as_matrix(X)
         return self.rng.random(len(X))
 
     def save(self, path: str | Path) -> None:

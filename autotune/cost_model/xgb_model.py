@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, ModelError, group_sizes, read_model_file, write_model_file
+from autotune.cost_model.base import Dataset, as_matrix, ModelError, group_sizes, read_model_file, write_model_file
 
 
 class XGBModel:
@@ -51,7 +51,8 @@ class XGBModel:
 
     update = fit  # refitting on everything is fast enough per batch
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X: "Dataset | np.ndarray") -> np.ndarray:
+        X = as_matrix(X)
         import xgboost as xgb
         if self.booster is None:
             raise ModelError("the xgb model has not been trained (fit it or load a pretrained one)")

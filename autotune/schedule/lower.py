@@ -167,10 +167,18 @@ class Lowerer:
                     if all(p % tile == 0 for p in padded[a]) and all(x % tile == 0 for x in outer_coefs):
                         padded_ok.add(v.name)
 
+        tile_mode: dict[str, str] = {}  # leaf -> "full" | "part" while emitting a versioned cache tile
+
         def loop(leaf: str, body: Stmt, kind: str | None = None, whole_tile: bool = False) -> Stmt:
             v, e_v = st.var(leaf), ext[leaf]
             kind = kind or st.loop_kind.get(leaf, "serial")
             lim = None if whole_tile and leaf in padded_ok else clamp.get(leaf)
+            mode = tile_mode.get(leaf)
+            if mode == "full":    # inside a cache tile known to be whole: constant trip count
+                lim = None
+            elif mode == "part":  # inside a partial tile: a plain rolled loop, no versioning
+                return For(v, simplify(BinOp("min", Const(e_v), lim), self.ranges),
+                           "serial" if kind in ("unroll", "vectorize") else kind, body)
             if lim is None:
                 return For(v, Const(e_v), kind, body)
             if kind == "parallel":
@@ -279,12 +287,36 @@ class Lowerer:
 
         attached = [o for o in s.stages.values() if o.attach[0] == "at" and o.attach[1] == st.name]
 
+        # Tails inside a cache tile are versioned once, at the tile: a whole tile runs every inner
+        # loop with its constant extent, a partial one runs them rolled and clamped. (Versioning
+        # each unrolled/vectorized loop where it stands would put a branch in the reduction loop
+        # and keep the accumulators out of registers.)
+        hoist: list[str] = []
+        if cache_pos is not None and not any(o.attach[2] in st.order[cache_pos + 1:] for o in attached):
+            inner_vars = {st.var(x) for x in st.order[cache_pos + 1:]}
+            for x in st.order[cache_pos + 1:]:
+                if x in clamp and x not in padded_ok and not any(
+                        isinstance(n, Var) and n in inner_vars for n in te.walk(clamp[x])):
+                    hoist.append(x)
+
         def emit(p: int) -> Stmt:
             if p == len(st.order):
                 return inner_stmt
             leaf = st.order[p]
             parts: list[Stmt | None] = []
-            inside = emit(p + 1)
+            if cache_pos == p and hoist:
+                tile_mode.update({x: "full" for x in hoist})
+                whole = emit(p + 1)
+                tile_mode.update({x: "part" for x in hoist})
+                partial = emit(p + 1)
+                tile_mode.clear()
+                conds = [simplify(Cmp(">=", clamp[x], Const(ext[x])), self.ranges) for x in hoist]
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = BinOp("and", cond, c)
+                inside: Stmt = If(cond, whole, partial)
+            else:
+                inside = emit(p + 1)
             parts += [self.lower_attached(o, st, leaf, value, out_buf) for o in attached if o.attach[2] == leaf]
             if cache_pos == p:
                 parts.append(acc_init())

@@ -10,6 +10,7 @@ import pytest
 
 from autotune.cost_model import MODELS, Dataset, ModelError, load_model, make_model
 from autotune.cost_model.features import FEATURE_VERSION, config_features, feature_length
+from autotune.cost_model.graph import config_graph
 from autotune.cost_model.guided import guided_search
 from autotune.cost_model.metrics import ape, kendall_tau, mape, top_k_score
 from autotune.task import Task
@@ -23,11 +24,12 @@ def synthetic(n: int = 60, seed: int = 0) -> tuple[Dataset, list]:
     """Real features of real configs, with a runtime that depends on the features."""
     rng = random.Random(seed)
     space = TASK.space()
-    cfgs = list({space.sample(rng) for _ in range(n)})
-    X = np.stack([config_features(TASK, c) for c in cfgs])
+    cfgs = sorted({space.sample(rng) for _ in range(n)}, key=lambda c: c.key())
+    graphs = [config_graph(TASK, c) for c in cfgs]
+    X = np.stack([g.config_feat for g in graphs])
     secs = list(1e-4 * (1 + X[:, 4] + 0.5 * X[:, 10] + 0.1 * X[:, 0]))
     ds = Dataset()
-    ds.add(X, secs, TASK.key())
+    ds.add(X, secs, TASK.key(), graphs)
     return ds, secs
 
 
@@ -43,21 +45,21 @@ def test_model_contract(kind: str, tmp_path: Path) -> None:
     ds, secs = synthetic()
     m = make_model(kind)
     m.fit(ds)
-    p = m.predict(ds.X)
+    p = m.predict(ds)
     assert p.shape == (len(ds),) and np.isfinite(p).all()
     m.save(tmp_path / "m.json")
     back = load_model(tmp_path / "m.json")
     if kind != "random":
-        np.testing.assert_array_equal(back.predict(ds.X), p)  # save/load round-trips predictions exactly
+        np.testing.assert_array_equal(back.predict(ds), p)  # save/load round-trips predictions exactly
         assert kendall_tau(p, secs) > 0.5, "a learned model must rank its own training data"
 
 
-@pytest.mark.parametrize("kind", ["xgb", "lgbm"])
+@pytest.mark.parametrize("kind", ["xgb", "lgbm", "gnn"])
 def test_regression_objective(kind: str) -> None:
     ds, secs = synthetic()
     m = make_model(kind, objective="regression")
     m.fit(ds)
-    assert kendall_tau(m.predict(ds.X), secs) > 0.5
+    assert kendall_tau(m.predict(ds), secs) > 0.5
 
 
 def test_model_errors(tmp_path: Path) -> None:
@@ -85,7 +87,7 @@ def landscape(task, cfg) -> float:  # type: ignore[no-untyped-def]
     return float(1e-4 * (1 + f[4] + 0.5 * f[10] + 0.1 * f[0]))
 
 
-@pytest.mark.parametrize("kind", ["xgb", "lgbm"])
+@pytest.mark.parametrize("kind", ["xgb", "lgbm", "gnn"])
 def test_guided_search_is_valid_and_refits(kind: str, tmp_path: Path) -> None:
     strategy, updater = guided_search(TASK, kind, seed=0)
     proposed = []
