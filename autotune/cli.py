@@ -6,6 +6,7 @@
     autotune tune OP --shape S --trials N --log F   tune, logging every measurement (resumes F)
     autotune train-model LOG... --out M.json        train a cost model (xgb, lgbm) on logs
     autotune evaluate-model --model M --log L        Kendall tau, top-k, APE on a held-out log
+    autotune evaluate-tiles [--kernels N]           TPU tile selection: APE, learned vs analytical
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
 
@@ -76,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--log", required=True, help="held-out tuning log")
     ev.add_argument("--plot", help="write predicted score vs measured throughput to this PNG")
     ev.add_argument("--json", dest="json_out")
+
+    et = sub.add_parser("evaluate-tiles", help="TPU tile selection: APE of learned vs analytical models")
+    et.add_argument("--kernels", type=int, default=90, help="random kernels (ResNet, BERT, EfficientNet-like)")
+    et.add_argument("--seed", type=int, default=0)
+    et.add_argument("--models", default="analytical,xgb,lgbm,gnn,random")
+    et.add_argument("--search-kernels", type=int, default=10, help="held-out kernels tuned with guided search")
+    et.add_argument("--export", help="write the dataset as TpuGraphs tile .npz files into this directory")
+    et.add_argument("--json", dest="json_out")
 
     rep = sub.add_parser("report", help="summarise a log and draw its tuning curves")
     rep.add_argument("log", help="a tuning log (JSON lines)")
@@ -251,6 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "evaluate-model":
             from autotune.cost_model.evaluate import evaluate_model
             return evaluate_model(args.model, args.log, args.plot, args.json_out)
+        if args.command == "evaluate-tiles":
+            from measure.tpu_eval import run as run_tiles
+            res = run_tiles(args.kernels, args.seed, [m for m in args.models.split(",") if m], args.export,
+                            args.search_kernels)
+            if args.json_out:
+                Path(args.json_out).write_text(json.dumps(res, indent=2, default=float) + "\n")
+            return 0
         if args.command == "report":
             from autotune.report import report
             return report(args.log, args.plot)

@@ -45,6 +45,10 @@ def get_template(name: str | Template) -> Template:
     """A template by name (or the template itself)."""
     if isinstance(name, Template):
         return name
+    if name not in TEMPLATES and isinstance(name, str) and name.startswith("tpu_"):
+        from templates.tpu import TPU_TEMPLATES
+        if name in TPU_TEMPLATES:
+            return TPU_TEMPLATES[name]
     if name not in TEMPLATES:
         raise AutotuneError(f"unknown operator {name!r}; known operators: {', '.join(sorted(TEMPLATES))}")
     return TEMPLATES[name]

@@ -54,12 +54,12 @@ def _exp_f64(v: te.Expr) -> te.Expr:
     """float64 exp(v), v <= 0: v = n*ln2 + r (Cody-Waite), exp(r) by a degree-12 Taylor polynomial,
     2**n as a product over the bits b of -n of (2**-(2**b) if the bit is set else 1).
 
-    v is clamped at -708 (exp(-708) ~ 3e-308, the smallest normal range). The bits are
+    v is clamped at -708.39 (exp of it ~ 2.2e-308, the smallest normal number). The bits are
     trunc(m / 2**b) - 2 * trunc(m / 2**(b+1)) and each factor is (1 - bit) + bit * 2**-(2**b): plain
     arithmetic (exact), not selects, so LLVM vectorizes it inside a reduction too.
     """
     c = lambda x: te.const(x, "float64")  # noqa: E731
-    v = te.max(v, c(-708.0))
+    v = te.max(v, c(-708.39))
     # n = round(v / ln2): v <= 0 and a cast truncates toward zero, so subtract 0.5 first
     n = te.cast("float64", te.cast("int64", v * c(1.0 / math.log(2.0)) - c(0.5)))
     r = v - n * c(_LN2_HI) - n * c(_LN2_LO)

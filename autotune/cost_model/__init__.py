@@ -13,7 +13,7 @@ from autotune.cost_model.lgbm_model import LGBMModel
 from autotune.cost_model.random_model import RandomModel
 from autotune.cost_model.xgb_model import XGBModel
 
-MODELS = ("xgb", "lgbm", "gnn", "random")
+MODELS = ("xgb", "lgbm", "gnn", "random", "analytical")
 
 
 def make_model(kind: str, *, objective: str = "rank", seed: int = 0) -> CostModel:
@@ -24,6 +24,9 @@ def make_model(kind: str, *, objective: str = "rank", seed: int = 0) -> CostMode
         return LGBMModel(objective=objective, seed=seed)
     if kind == "random":
         return RandomModel(seed=seed)
+    if kind == "analytical":
+        from autotune.cost_model.analytical import AnalyticalModel
+        return AnalyticalModel()
     if kind == "gnn":
         from autotune.cost_model.gnn_model import GNNModel
         return GNNModel(loss="mse" if objective == "regression" else "rank_logistic", seed=seed)
@@ -34,7 +37,9 @@ def load_model(path: str | Path) -> CostModel:
     """A saved model of any kind."""
     kind = read_model_file(path)["kind"]
     from autotune.cost_model.gnn_model import GNNModel
-    cls = {"xgb": XGBModel, "lgbm": LGBMModel, "random": RandomModel, "gnn": GNNModel}.get(kind)
+    from autotune.cost_model.analytical import AnalyticalModel
+    cls = {"xgb": XGBModel, "lgbm": LGBMModel, "random": RandomModel, "gnn": GNNModel,
+           "analytical": AnalyticalModel}.get(kind)
     if cls is None:
         raise ModelError(f"{path}: unknown model kind {kind!r}")
     return cls.load(path)  # type: ignore[attr-defined]

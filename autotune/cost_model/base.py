@@ -120,7 +120,7 @@ def read_model_file(path: str | Path) -> dict[str, Any]:
         raise ModelError(f"cannot read model file {path}: {e}") from None
     if not isinstance(d, dict) or d.get("schema") != MODEL_SCHEMA:
         raise ModelError(f"{path} is not an autotune model file (schema {MODEL_SCHEMA})")
-    if d.get("feature_version") != FEATURE_VERSION or d.get("feature_length") != feature_length():
+    if d.get("feature_version") != FEATURE_VERSION:
         raise ModelError(f"{path} was trained on features v{d.get('feature_version')}; this autotune extracts "
                          f"v{FEATURE_VERSION}: retrain it with `autotune train-model`")
     return d

@@ -186,7 +186,11 @@ def feature_length() -> int:
 
 
 def config_features(task, config) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Features of one config of a task (schedule, lower, extract)."""
+    """Features of one config of a task (schedule, lower, extract; or a TPU kernel's tile features)."""
+    from templates.tpu import is_tpu
+    if is_tpu(task.op):
+        from autotune.cost_model.tpu_features import tpu_features
+        return tpu_features(task, config)
     from autotune.schedule.lower import lower
     sched, _ = task.schedule(config)
     return extract(lower(sched))

@@ -29,7 +29,9 @@ from autotune.ir.stmt import For, If, LoopNest, Seq, Stmt, Store
 OPCODES = ("loop_serial", "loop_unroll", "loop_vectorize", "loop_parallel", "store", "load", "if",
            "add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "and", "or", "cmp", "select", "cast",
            "exp", "log", "sqrt", "tanh", "abs", "sigmoid", "neg", "const", "var",
-           "buffer_global", "buffer_stack", "buffer_heap", "other")
+           "buffer_global", "buffer_stack", "buffer_heap", "other",
+           # ops of TPU kernel graphs
+           "parameter", "dot", "convolution", "reduce", "relu", "output")
 OPCODE = {name: i for i, name in enumerate(OPCODES)}
 BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "min": "min", "max": "max",
          "and": "and", "or": "or"}
@@ -149,6 +151,11 @@ def nest_graph(nest: LoopNest) -> ProgramGraph:
 
 
 def config_graph(task, config) -> ProgramGraph:  # type: ignore[no-untyped-def]
+    """The graph of one config: a lowered CPU loop nest, or a TPU kernel's op graph."""
+    from templates.tpu import is_tpu
+    if is_tpu(task.op):
+        from autotune.cost_model.tpu_features import tpu_graph
+        return tpu_graph(task, config)
     from autotune.schedule.lower import lower
     sched, _ = task.schedule(config)
     return nest_graph(lower(sched))

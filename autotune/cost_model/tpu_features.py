@@ -1,0 +1,77 @@
+"""Features of TPU tile configs: the 24 per-config numbers (TpuGraphs' config_feat width), the
+kernel's size, and the roofline estimate an analytical model uses. Also its op graph.
+
+config_feat: log2 of the tile (bm, bn, bk) and of its padded size, log2 grid dims (4), log2
+steps, VMEM fraction, log2 bytes of the A/B/C blocks, log2 total DMA bytes with re-fetches,
+log2 flops, padding waste, log2 arithmetic intensity, log2 fetch periods of A and B,
+elementwise ops, row reduction, window reuse.
+Kernel part: log2 of B, M, N, K, and log2 of the roofline compute and memory seconds.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from measure.tpu_emulator import PRESETS, TiledKernel, _period, vmem_usage
+
+CONFIG_FEAT = 24
+ROOFLINE_COLS = (28, 29)  # log2 compute seconds, log2 memory seconds
+STEPS_COL = 10            # log2 grid steps
+CORE = PRESETS["v4"]
+
+
+def _l2(x: float) -> float:
+    return math.log2(max(x, 0.0) + 1.0)
+
+
+def roofline(k: TiledKernel) -> tuple[float, float]:
+    """(compute s, memory s): FLOPs over peak and bytes over bandwidth, with re-fetches of tiles
+    but no padding, granularity or pipeline detail (what a compiler's simple model does)."""
+    peak = CORE.mxu_count * 128 * 128 * 2 * CORE.clock_ghz * 1e9
+    n = k.steps
+    mem = 0.0
+    for b in (*k.inputs, k.output):
+        fetches = n // _period(b.axes, k.grid)
+        mem += fetches * b.block[0] * b.block[1] * b.itemsize
+    return k.flops / peak, mem / (CORE.hbm_gbps * 1e9)
+
+
+def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
+    from templates.tpu import tiled_kernel
+    k = tiled_kernel(task, cfg)
+    s = task.shape_dict
+    bm, bk, bn = k.mxu or (1, 1, 1)
+    pm, pk, pn = -(-bm // 8) * 8, -(-bk // 128) * 128, -(-bn // 128) * 128
+    a, b, c = k.inputs[0], k.inputs[1], k.output
+    n = k.steps
+    dma = sum(n // _period(x.axes, k.grid) * x.block[0] * x.block[1] * x.itemsize for x in (a, b, c))
+    grid = (list(k.grid) + [1, 1, 1, 1])[:4]
+    waste = (pm * pk * pn) / max(bm * bk * bn, 1)
+    cf = [_l2(bm), _l2(bn), _l2(bk), _l2(pm), _l2(pn), _l2(pk), *[_l2(g) for g in grid], _l2(n),
+          vmem_usage(k) / (CORE.vmem_mib * (1 << 20)), _l2(a.vmem_bytes()), _l2(b.vmem_bytes()), _l2(c.vmem_bytes()),
+          _l2(dma), _l2(k.flops), waste, math.log2(k.flops / max(dma, 1) + 1), _l2(_period(a.axes, k.grid)),
+          _l2(_period(b.axes, k.grid)), float(s.get("ew", 0)), float(task.op == "tpu_matmul_reduce"),
+          float(a.shape[0] and (a.block[0] < bm))]
+    comp, mem = roofline(k)
+    kern = [_l2(s.get("B", 1)), _l2(s.get("M", a.shape[0])), _l2(s.get("N", c.shape[1])), _l2(a.shape[1]),
+            math.log2(comp), math.log2(mem)]
+    return np.asarray(cf + kern, np.float32)
+
+
+def tpu_graph(task, cfg):  # type: ignore[no-untyped-def]
+    """The kernel's op graph (nodes: ops; edges: data flow) with the config features joined."""
+    from autotune.cost_model.graph import NODE_FEATS, OPCODE, ProgramGraph
+    from templates.tpu import kernel_ops
+    ops = kernel_ops(task)
+    codes, feats, edges = [], [], []
+    for i, op in enumerate(ops):
+        codes.append(OPCODE.get(op.kind, OPCODE["other"]))
+        dims = (list(op.shape) + [1, 1, 1])[:3]
+        elems = math.prod(op.shape)
+        f = [*(_l2(d) for d in dims), _l2(elems), _l2(elems * 2), float(op.kind == "parameter"),
+             float(op.kind == "output"), float(len(op.inputs))]
+        feats.append((f + [0.0] * NODE_FEATS)[:NODE_FEATS])
+        edges += [(j, i) for j in op.inputs]
+    return ProgramGraph(np.asarray(codes, np.int64), np.asarray(feats, np.float32),
+                        np.asarray(edges, np.int64).reshape(-1, 2), tpu_features(task, cfg))

@@ -1,0 +1,191 @@
+"""An emulated TPU core: the runtime of a tiled kernel for a tile-size config, or an error when
+its tiles do not fit. A measure backend like any other (TpuRunner), so every search strategy and
+cost model works on it.
+
+The kernel model (a Pallas-style tiled kernel): a grid of sequential steps, iterated row-major
+(last axis fastest). Each operand is a 2-D array moved in blocks; a block's index depends on a
+subset of the grid axes. Per step the core runs the matrix unit (MXU) on the step's block
+matmul and the vector unit (VPU) on elementwise work, while the DMA engine brings the next step's
+blocks (double buffering). Modelled effects, each with its source:
+
+- MXU: `mxu_count` systolic arrays of 128x128 bf16 multiply-accumulate with fp32 accumulation
+  (TPU v3/v4 papers: Norrie et al. 2021, Jouppi et al. 2023); a step's matmul of (bm, bk, bn)
+  costs pad8(bm) * ceil(bk/128) * ceil(bn/128) / mxu_count cycles plus 128 cycles per weight
+  tile load (the array is filled before streaming).
+- Padding: vector registers hold (8, 128) tiles (sublanes x lanes), so blocks pad to multiples of
+  (8, 128) in VMEM, in DMA and in VPU work (Pallas TPU docs: block shapes).
+- VPU: elementwise ops over the output block, pad8 x pad128 / (8 * 128) vector ops per op, one
+  per cycle per VPU slot (`vpu_ops_per_cycle`).
+- HBM bandwidth `hbm_gbps`; DMA moves whole 4 KiB granules (a block's bytes round up), and each
+  strided row chunk of a block narrower than its array costs `dma_row_overhead_bytes` extra.
+- Double-buffered DMA: a step lasts max(compute, DMA of the next step's blocks); a block is not
+  fetched again when consecutive steps use the same block index (Pallas pipelining docs).
+- Pipeline fill and drain: the first step's inputs are fetched before compute starts and the last
+  output block is written after it ends, without overlap.
+- Per-step overhead `step_overhead_us` (grid loop and DMA issue).
+- VMEM capacity `vmem_mib`: double-buffered input and output blocks plus an fp32 accumulator for
+  reductions must fit, else the config is an error result (like a compile failure).
+
+Example::
+
+    >>> from measure.tpu_emulator import Block, TiledKernel, emulate, PRESETS
+    >>> k = TiledKernel(grid=(4, 4, 8), inputs=(Block("A", (512, 1024), (128, 128), (0, 2)),
+    ...                                         Block("B", (1024, 512), (128, 128), (2, 1))),
+    ...                 output=Block("C", (512, 512), (128, 128), (0, 1)), mxu=(128, 128, 128), reduction_axes=(2,))
+    >>> t = emulate(k, PRESETS["v4"]); t.seconds > 0
+    True
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from autotune.errors import AutotuneError
+
+
+@dataclass(frozen=True)
+class TpuCoreConfig:
+    """One TPU core. Presets: v3-like and v4-like."""
+    name: str
+    mxu_count: int
+    clock_ghz: float
+    hbm_gbps: float
+    vmem_mib: float = 16.0
+    vpu_ops_per_cycle: float = 1.0
+    step_overhead_us: float = 0.35
+    dma_granule_bytes: int = 4096
+    dma_row_overhead_bytes: int = 64
+    weight_load_cycles: int = 128
+
+
+PRESETS = {
+    "v3": TpuCoreConfig("v3", mxu_count=2, clock_ghz=0.94, hbm_gbps=900.0),
+    "v4": TpuCoreConfig("v4", mxu_count=4, clock_ghz=1.05, hbm_gbps=1200.0),
+}
+
+
+class TileError(AutotuneError, ValueError):
+    """A tile config that cannot run: blocks that do not fit VMEM, or a malformed kernel."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """An operand: a 2-D array `shape`, moved in blocks of `block` rows x cols, whose block index
+    is a function of the grid axes `axes` (one per block dimension, or None for a fixed 0)."""
+    name: str
+    shape: tuple[int, int]
+    block: tuple[int, int]
+    axes: tuple[int | None, int | None]
+    itemsize: int = 2  # bf16
+
+    def padded(self) -> tuple[int, int]:
+        r, c = self.block
+        return -(-r // 8) * 8, -(-c // 128) * 128
+
+    def vmem_bytes(self) -> int:
+        r, c = self.padded()
+        return r * c * self.itemsize
+
+    def dma_bytes(self, g: int, overhead: int) -> float:
+        r, c = self.padded()
+        rows = min(r, self.shape[0])
+        base = math.ceil(r * c * self.itemsize / g) * g
+        strided = rows if self.block[1] < self.shape[1] else 1
+        return base + (strided - 1) * overhead
+
+
+@dataclass(frozen=True)
+class TiledKernel:
+    """grid: steps per axis; mxu: the (bm, bk, bn) matmul each step runs, or None; vpu_ops:
+    elementwise ops per output element per step; reduction_axes: axes over which the output block
+    accumulates (it is written when its index changes)."""
+    grid: tuple[int, ...]
+    inputs: tuple[Block, ...]
+    output: Block
+    mxu: tuple[int, int, int] | None = None
+    vpu_ops: float = 0.0
+    reduction_axes: tuple[int, ...] = ()
+    name: str = "kernel"
+    flops: float = 0.0
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def steps(self) -> int:
+        return math.prod(self.grid)
+
+
+@dataclass(frozen=True)
+class TpuTiming:
+    seconds: float
+    compute_s: float
+    dma_s: float
+    vmem_bytes: int
+    steps: int
+
+
+def _period(axes: tuple[int | None, ...], grid: tuple[int, ...]) -> int:
+    """Steps between fetches of a block whose index depends on these grid axes (row-major)."""
+    used = [a for a in axes if a is not None]
+    if not used:
+        return math.prod(grid)  # fetched once
+    last = max(used)
+    return math.prod(grid[last + 1:])
+
+
+def vmem_usage(k: TiledKernel) -> int:
+    acc = 0
+    if k.reduction_axes:
+        r, c = k.output.padded()
+        acc = r * c * 4
+    return 2 * (sum(b.vmem_bytes() for b in k.inputs) + k.output.vmem_bytes()) + acc
+
+
+def step_compute_seconds(k: TiledKernel, core: TpuCoreConfig) -> float:
+    cycles = 0.0
+    if k.mxu is not None:
+        bm, bk, bn = k.mxu
+        tiles = math.ceil(bk / 128) * math.ceil(bn / 128)
+        cycles += (-(-bm // 8) * 8) * tiles / core.mxu_count + core.weight_load_cycles * tiles / core.mxu_count
+    if k.vpu_ops:
+        r, c = k.output.padded()
+        cycles += k.vpu_ops * (r * c) / (8 * 128) / core.vpu_ops_per_cycle
+    return cycles / (core.clock_ghz * 1e9)
+
+
+def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
+    """The runtime of kernel k on the core, or TileError when it cannot run."""
+    if any(g < 1 for g in k.grid):
+        raise TileError(f"{k.name}: grid {k.grid} has an empty axis")
+    for b in (*k.inputs, k.output):
+        if b.block[0] < 1 or b.block[1] < 1:
+            raise TileError(f"{k.name}: block of {b.name} is empty: {b.block}")
+    vmem = vmem_usage(k)
+    cap = int(core.vmem_mib * (1 << 20))
+    if vmem > cap:
+        raise TileError(f"{k.name}: tiles need {vmem / (1 << 20):.1f} MiB of VMEM with double buffering; the "
+                        f"{core.name} core has {core.vmem_mib:g} MiB")
+    n = k.steps
+    bw = core.hbm_gbps * 1e9
+    g, ov = core.dma_granule_bytes, core.dma_row_overhead_bytes
+    c = step_compute_seconds(k, core)
+    # (period, seconds) for every transfer: inputs fetched, and the output written back
+    transfers = [(_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.inputs]
+    out_period = _period(k.output.axes, k.grid)
+    transfers.append((out_period, k.output.dma_bytes(g, ov) / bw))
+    # periods nest (each divides the next larger one): count steps by the set of transfers they do
+    transfers.sort()
+    total = 0.0
+    dma_total = 0.0
+    counted = 0
+    for j in range(len(transfers), 0, -1):
+        p_j = transfers[j - 1][0]
+        steps_j = n // p_j - counted
+        d = sum(t for _, t in transfers[:j])
+        total += steps_j * max(c, d)
+        dma_total += steps_j * d
+        counted += steps_j
+    total += (n - counted) * c
+    fill = sum(b.dma_bytes(g, ov) for b in k.inputs) / bw  # first inputs, before any compute
+    drain = k.output.dma_bytes(g, ov) / bw                   # last output block, after it
+    total += fill + drain + n * core.step_overhead_us * 1e-6
+    return TpuTiming(total, c * n, dma_total, vmem, n)
