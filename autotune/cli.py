@@ -6,6 +6,7 @@
     autotune tune OP --shape S --trials N --log F   tune, logging every measurement (resumes F)
     autotune train-model LOG... --out M.json        train a cost model (xgb, lgbm) on logs
     autotune evaluate-model --model M --log L        Kendall tau, top-k, APE on a held-out log
+    autotune sweep SPEC --log F [--address ADDR]    many tasks over Ray into one log (resumes F)
     autotune evaluate-tiles [--kernels N]           TPU tile selection: APE, learned vs analytical
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
@@ -77,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--log", required=True, help="held-out tuning log")
     ev.add_argument("--plot", help="write predicted score vs measured throughput to this PNG")
     ev.add_argument("--json", dest="json_out")
+
+    sw = sub.add_parser("sweep", help="tune many operators x shapes over Ray into one log")
+    sw.add_argument("spec", help="sweep spec (TOML or YAML): [[task]] entries with op, shapes, dtypes, trials")
+    sw.add_argument("--log", required=True, help="the log every record streams into (resumed if it exists)")
+    sw.add_argument("--address", help="a Ray cluster address (default: start a local Ray)")
+    sw.add_argument("--compile-workers", type=int, default=1, help="parallel compiles per task")
+    sw.add_argument("--no-progress", action="store_true")
 
     et = sub.add_parser("evaluate-tiles", help="TPU tile selection: APE of learned vs analytical models")
     et.add_argument("--kernels", type=int, default=90, help="random kernels (ResNet, BERT, EfficientNet-like)")
@@ -233,6 +241,19 @@ class _TuneProgress:
             self.prog.__exit__(None, None, None)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from autotune.distributed import load_spec, run_sweep
+    spec = load_spec(args.spec)  # every entry checked before anything starts
+    states = run_sweep(spec, args.log, address=args.address, compile_workers=args.compile_workers,
+                       progress=not args.no_progress)
+    failed = 0
+    for key, st in states.items():
+        print(f"{key:<44} {st.done:>4}/{st.task.trials:<4} {st.status}")
+        failed += st.status.startswith("failed")
+    print(f"records are in {args.log}; replay them with `autotune replay {args.log}`")
+    return 1 if failed else 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from autotune.replay import format_rows, replay_log
     rows = replay_log(args.log, threads=args.threads)
@@ -260,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "evaluate-model":
             from autotune.cost_model.evaluate import evaluate_model
             return evaluate_model(args.model, args.log, args.plot, args.json_out)
+        if args.command == "sweep":
+            return cmd_sweep(args)
         if args.command == "evaluate-tiles":
             from measure.tpu_eval import run as run_tiles
             res = run_tiles(args.kernels, args.seed, [m for m in args.models.split(",") if m], args.export,

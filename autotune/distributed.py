@@ -1,0 +1,340 @@
+"""Ray: connecting (a local Ray on demand, or a cluster address), and sweeps of many tasks.
+
+A sweep spec (TOML or YAML) lists operators x shapes x dtypes with budgets::
+
+    [defaults]
+    trials = 32
+    strategy = "evolutionary"
+
+    [[task]]
+    op = "matmul"
+    shapes = ["256x256x256", "512x512x512"]
+    dtypes = ["float32"]
+
+    [[task]]
+    op = "conv2d"
+    shapes = ["1x64x56x56x64x3x3x1x1"]
+    trials = 16
+
+Every entry is checked before anything starts. Each task is tuned by a Ray task on some node
+(compiling and timing there); its records stream back to the driver, which appends them to one
+log as they arrive and shows every task's progress. A killed sweep resumes from its log; a task
+whose worker dies is resubmitted with the records measured so far.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from autotune.errors import AutotuneError
+
+SPEC_KEYS = {"op", "shapes", "shape", "dtypes", "dtype", "trials", "strategy", "seed", "threads"}
+
+
+class ClusterError(AutotuneError, RuntimeError):
+    """Ray could not be reached or does not match this driver."""
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", "ray://..." and the like: let Ray resolve them
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise ClusterError(f"cannot reach a Ray cluster at {address}: {e.strerror or e}. Start one there with "
+                           "`ray start --head`, check the address, or leave out --address to run on a local Ray") from None
+
+
+def connect(address: str | None = None, *, num_cpus: int | None = None):  # type: ignore[no-untyped-def]
+    """ray, initialised: a new local Ray when address is None, else the cluster at address."""
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - ray is a dependency
+        raise ClusterError("Ray is not installed: pip install ray") from e
+    if ray.is_initialized():
+        return ray
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env = {"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("AUTOTUNE_", "NUMBA_"))}}
+    root = str(Path(__file__).resolve().parent.parent)
+    env["env_vars"]["PYTHONPATH"] = root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    try:
+        if address is None:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     runtime_env=env)
+        else:
+            _reachable(address)
+            ray.init(address=address, log_to_driver=False, runtime_env=env)
+    except ClusterError:
+        raise
+    except Exception as e:  # Ray raises ConnectionError, RuntimeError("Version mismatch ...") and others
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if "version" in first.lower():
+            raise ClusterError(f"the Ray cluster at {address} does not match this driver: {first}. Use the same "
+                               "Ray and Python versions on the driver and the cluster") from None
+        raise ClusterError(f"cannot start or join Ray{f' at {address}' if address else ''}: {first}") from None
+    check_versions(ray)
+    return ray
+
+
+def check_versions(ray) -> None:  # type: ignore[no-untyped-def]
+    """The cluster's workers must run the same autotune, Ray and Python as this driver."""
+    import platform
+
+    from autotune import __version__
+
+    @ray.remote(num_cpus=0)
+    def versions() -> tuple[str, str, str]:
+        import platform as p
+
+        import ray as r
+
+        from autotune import __version__ as v
+        return v, r.__version__, ".".join(p.python_version_tuple()[:2])
+
+    mine = (__version__, ray.__version__, ".".join(platform.python_version_tuple()[:2]))
+    theirs = tuple(ray.get(versions.remote(), timeout=120))
+    if theirs != mine:
+        raise ClusterError(f"version mismatch: the cluster runs autotune {theirs[0]}, Ray {theirs[1]}, Python "
+                           f"{theirs[2]}; this driver runs autotune {mine[0]}, Ray {mine[1]}, Python {mine[2]}")
+
+
+# ---- sweep specs -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SweepTask:
+    op: str
+    shape: dict[str, int]
+    dtype: str
+    trials: int
+    strategy: str
+    seed: int
+    threads: int
+
+    @property
+    def key(self) -> str:
+        from autotune.task import Task
+        return Task.create(self.op, self.shape, self.dtype, self.threads).key()
+
+
+def load_spec(path: str | os.PathLike[str]) -> list[SweepTask]:
+    """Parse and check a sweep spec; every error names the entry and what is wrong."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise AutotuneError(f"cannot read sweep spec {p}: {e.strerror}") from None
+    try:
+        if p.suffix in (".yaml", ".yml"):
+            import yaml
+            data = yaml.safe_load(text)
+        else:
+            import tomllib
+            data = tomllib.loads(text)
+    except Exception as e:
+        raise AutotuneError(f"sweep spec {p} is not valid {'YAML' if p.suffix in ('.yaml', '.yml') else 'TOML'}: "
+                            f"{str(e).splitlines()[0]}") from None
+    return parse_spec(data, str(p))
+
+
+def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
+    from autotune.search import STRATEGIES
+    from autotune.task import Task
+    if not isinstance(data, dict) or not isinstance(data.get("task"), list) or not data["task"]:
+        raise AutotuneError(f"{where}: needs a list of [[task]] entries (op, shapes, ...)")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict) or set(defaults) - SPEC_KEYS:
+        raise AutotuneError(f"{where}: [defaults] may set {sorted(SPEC_KEYS - {'op', 'shapes', 'shape'})}")
+    out: list[SweepTask] = []
+    for n, entry in enumerate(data["task"], 1):
+        here = f"{where}: task {n}"
+        if not isinstance(entry, dict):
+            raise AutotuneError(f"{here}: must be a table of op, shapes, ...")
+        unknown = set(entry) - SPEC_KEYS
+        if unknown:
+            raise AutotuneError(f"{here}: unknown keys {sorted(unknown)}; allowed: {sorted(SPEC_KEYS)}")
+        e = {**defaults, **entry}
+        if "op" not in e:
+            raise AutotuneError(f"{here}: missing 'op'")
+        shapes = e.get("shapes", [e["shape"]] if "shape" in e else None)
+        if not shapes:
+            raise AutotuneError(f"{here}: missing 'shapes'")
+        dtypes = e.get("dtypes", [e.get("dtype", "float32")])
+        trials, seed = e.get("trials", 32), e.get("seed", 0)
+        strategy = e.get("strategy", "evolutionary")
+        if not isinstance(trials, int) or trials < 1:
+            raise AutotuneError(f"{here}: trials must be a positive integer, got {trials!r}")
+        if strategy not in STRATEGIES:
+            raise AutotuneError(f"{here}: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        for shape in shapes:
+            for dtype in dtypes:
+                try:
+                    t = Task.create(e["op"], shape, dtype, e.get("threads"))
+                except AutotuneError as err:
+                    raise AutotuneError(f"{here}: {err}") from None
+                out.append(SweepTask(t.op, t.shape_dict, t.dtype, trials, strategy, int(seed), t.threads))
+    return out
+
+
+# ---- running a sweep -------------------------------------------------------------------------
+
+def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_workers: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Runs on a Ray worker: tune one task, pushing every record to the driver's queue."""
+    import tempfile
+
+    from autotune.records import Record, RecordLog
+    from autotune.search import make_strategy
+    from autotune.target import current_target
+    from autotune.task import Task
+    from autotune.tuner import Tuner, TuneOptions, result_to_record
+    from measure.local import LocalRunner, LocalRunnerOptions
+    task = Task.create(spec["op"], spec["shape"], spec["dtype"], spec["threads"])
+    queue.put({"kind": "started", "task": task.key(), "pid": os.getpid()})
+    with tempfile.TemporaryDirectory() as tmp:
+        log = RecordLog(Path(tmp) / "resume.jsonl")
+        for line in previous:
+            log.append(Record.from_json(json.loads(line)))
+        target = current_target(task.threads)
+        strategy = make_strategy(spec["strategy"], task.space(), seed=spec["seed"])
+
+        def stream(t, configs, results) -> None:  # type: ignore[no-untyped-def]
+            for c, r in zip(configs, results):
+                queue.put({"kind": "record", "line": result_to_record(t, c, r, strategy.name, target).to_line()})
+        with LocalRunner(LocalRunnerOptions(compile_workers=compile_workers)) as runner:
+            res = Tuner(task, strategy, runner, log, callbacks=[stream]).run(
+                TuneOptions(trials=max(0, spec["trials"] - len(previous)), batch=max(2, compile_workers * 2)))
+    return {"task": task.key(), "measured": res.measured, "best_seconds": res.best_seconds}
+
+
+@dataclass
+class SweepState:
+    task: SweepTask
+    done: int = 0
+    best: float = float("inf")
+    status: str = "queued"
+    attempts: int = 0
+    pid: int | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: str | None = None,
+              num_cpus: int | None = None, compile_workers: int = 1, progress: bool = True,
+              on_event: Callable[[dict[str, Any]], None] | None = None, max_attempts: int = 3) -> dict[str, SweepState]:
+    """Tune every task of a spec over Ray into one log; resumes from the log."""
+    from autotune.records import RecordLog, load_records
+    ray = connect(address, num_cpus=num_cpus)
+    from ray.util.queue import Empty, Queue
+    out_log = RecordLog(log)
+    states = {t.key: SweepState(t) for t in spec}
+    if out_log.path.exists():
+        for r in load_records(out_log.path):
+            st = states.get(r.key)
+            if st is not None and r.threads == st.task.threads:
+                st.lines.append(r.to_line())
+                st.done += 1
+                st.best = min(st.best, r.seconds)
+    queue = Queue()
+    remote = ray.remote(num_cpus=1, max_retries=0)(_tune_remote)
+
+    def submit(st: SweepState):  # type: ignore[no-untyped-def]
+        st.attempts += 1
+        st.status = "running"
+        spec_d = {"op": st.task.op, "shape": st.task.shape, "dtype": st.task.dtype, "threads": st.task.threads,
+                  "trials": st.task.trials, "strategy": st.task.strategy, "seed": st.task.seed}
+        return remote.remote(spec_d, list(st.lines), queue, compile_workers)
+
+    refs = {}
+    for st in states.values():
+        if st.done >= st.task.trials:
+            st.status = "done (from log)"
+        else:
+            refs[submit(st)] = st
+    view = _SweepView(states, progress)
+
+    def drain() -> None:
+        while True:
+            try:
+                items = queue.get_nowait_batch(queue.qsize()) if queue.qsize() else []
+            except Empty:
+                items = []
+            if not items:
+                return
+            for ev in items:
+                if ev["kind"] == "record":
+                    rec = json.loads(ev["line"])
+                    key = f"{rec['op']}|" + ",".join(f"{k}={v}" for k, v in rec["shape"].items()) + f"|{rec['dtype']}"
+                    st = states.get(key)
+                    from autotune.records import Record
+                    r = Record.from_json(rec)
+                    out_log.append(r)
+                    if st is not None:
+                        st.lines.append(ev["line"])
+                        st.done += 1
+                        st.best = min(st.best, r.seconds)
+                elif ev["kind"] == "started" and ev["task"] in states:
+                    states[ev["task"]].pid = ev["pid"]
+                if on_event:
+                    on_event(ev)
+
+    with view:
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.3)
+            drain()
+            for ref in ready:
+                st = refs.pop(ref)
+                try:
+                    ray.get(ref)
+                    drain()
+                    st.status = "done"
+                except Exception as e:  # the worker died or the task failed: resubmit what is left
+                    drain()
+                    if st.attempts < max_attempts and st.done < st.task.trials:
+                        st.status = f"retrying ({type(e).__name__})"
+                        refs[submit(st)] = st
+                    else:
+                        st.status = f"failed: {type(e).__name__}"
+            view.refresh()
+        drain()
+    return states
+
+
+class _SweepView:
+    """A live table of every task of the sweep (rich), or nothing when not a terminal."""
+
+    def __init__(self, states: dict[str, SweepState], enabled: bool) -> None:
+        self.states, self.enabled = states, enabled and sys.stderr.isatty()
+
+    def table(self):  # type: ignore[no-untyped-def]
+        from rich.table import Table
+        t = Table(title="autotune sweep")
+        for col in ("task", "trials", "best GFLOP/s", "status"):
+            t.add_column(col)
+        for key, st in self.states.items():
+            from autotune.task import Task
+            fl = Task.create(st.task.op, st.task.shape, st.task.dtype, st.task.threads).flops()
+            best = f"{fl / st.best / 1e9:.1f}" if st.best < float("inf") else "-"
+            t.add_row(key, f"{st.done}/{st.task.trials}", best, st.status)
+        return t
+
+    def __enter__(self) -> "_SweepView":
+        if self.enabled:
+            from rich.live import Live
+            self.live = Live(self.table(), refresh_per_second=4)
+            self.live.__enter__()
+        return self
+
+    def refresh(self) -> None:
+        if self.enabled:
+            self.live.update(self.table())
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.live.update(self.table())
+            self.live.__exit__(None, None, None)
