@@ -41,6 +41,14 @@ def powers_of_two(limit: int) -> list[int]:
     return out
 
 
+def _index(values: list[Any], value: Any) -> int:
+    """values.index(value), but True is not 1 and 1.0 is not 1 (knobs may hold both)."""
+    for i, v in enumerate(values):
+        if type(v) is type(value) and v == value:
+            return i
+    raise ValueError(f"{value!r} is not in {values!r}")
+
+
 class Knob:
     """One dimension of a space. Subclasses define the values it may take."""
     name: str
@@ -61,14 +69,14 @@ class Knob:
         return value
 
     def encode(self, value: Any) -> list[float]:
-        return [float(self.values().index(value))]
+        return [float(_index(self.values(), value))]
 
     def width(self) -> int:
         return 1
 
     def neighbours(self, value: Any) -> list[Any]:
         vals = self.values()
-        i = vals.index(value)
+        i = _index(vals, value)
         return [vals[j] for j in (i - 1, i + 1) if 0 <= j < len(vals)]
 
 
@@ -196,11 +204,13 @@ class SplitKnob(Knob):
 class Config(Mapping[str, Any]):
     """A point of a space: an immutable, hashable mapping knob name -> value."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_items", "_typed", "_hash")
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self._items = tuple(sorted(values.items()))
-        self._hash = hash(self._items)
+        # compare with types: {"u": True} and {"u": 1} are different points (and have different keys)
+        self._typed = tuple((k, type(v).__name__, v) for k, v in self._items)
+        self._hash = hash(self._typed)
 
     def __getitem__(self, k: str) -> Any:
         for name, v in self._items:
@@ -218,7 +228,7 @@ class Config(Mapping[str, Any]):
         return self._hash
 
     def __eq__(self, o: object) -> bool:
-        return isinstance(o, Config) and self._items == o._items
+        return isinstance(o, Config) and self._typed == o._typed
 
     def __repr__(self) -> str:
         return f"Config({dict(self._items)!r})"

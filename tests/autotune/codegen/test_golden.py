@@ -1,0 +1,179 @@
+"""Golden tests: the generated source of a few schedules is pinned byte for byte, and each golden
+kernel really runs and agrees with NumPy. Also: the on-disk kernel cache across processes.
+
+Regenerate the golden files after an intended change of the code generator with
+
+    AUTOTUNE_REGEN_GOLDEN=1 pytest tests/autotune/codegen/test_golden.py
+    (or: pytest tests/autotune/codegen/test_golden.py --regen-golden)
+
+and review the diff of tests/autotune/codegen/golden/ before committing it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune.codegen import build, generate_source
+from autotune.ir import te
+from autotune.schedule import Schedule
+from tests.helpers import assert_close
+
+GOLDEN = Path(__file__).parent / "golden"
+REPO = Path(__file__).resolve().parents[3]
+
+
+def matmul(M, N, K):
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis(K, name="k")
+    return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def g_matmul_packed():
+    """BLIS-like 37x29x23: packed A and B panels, a 4x8 accumulator on the stack, parallel jc."""
+    s = Schedule(matmul(37, 29, 23))
+    s.pack("B", 1, 8, "Bp")
+    s.pack("A", 0, 4, "Ap")
+    s.split("C", "j", 16, "jc", "jn")
+    s.split("C", "jn", 8, "jr", "ji")
+    s.split("C", "k", 8, "kc", "kk")
+    s.split("C", "i", 4, "ir", "ii")
+    s.reorder("C", "jc", "kc", "ir", "jr", "kk", "ii", "ji")
+    s.cache_write("C", "jr")
+    s.unroll("C", "ii")
+    s.vectorize("C", "ji")
+    s.compute_at("Bp", "C", "kc")
+    s.compute_at("Ap", "C", "ir")
+    s.parallel("C", "jc")
+    return s
+
+
+def g_elementwise():
+    A = te.placeholder((6, 5), name="A")
+    B = te.placeholder((5,), name="B")
+    return Schedule(te.compute((6, 5), lambda i, j: te.max(A[i, j] * 2.0 + B[j], 0.0), name="C"))
+
+
+def g_split_tail():
+    A = te.placeholder((37,), name="A")
+    s = Schedule(te.compute((37,), lambda i: te.exp(A[i]) - 1.0, name="B"))
+    s.split("B", "i", 8)
+    return s
+
+
+def g_unroll_vectorize_tile():
+    s = Schedule(matmul(10, 27, 5))
+    s.tile("C", "i", "j", 4, 16)
+    s.reorder("C", "i_o", "j_o", "k", "i_i", "j_i")
+    s.unroll("C", "i_i")
+    s.vectorize("C", "j_i")
+    return s
+
+
+def g_fused_epilogue():
+    X = te.placeholder((9, 7), name="X")
+    W = te.placeholder((7, 13), name="W")
+    bias = te.placeholder((13,), name="bias")
+    k = te.reduce_axis(7, name="k")
+    D = te.compute((9, 13), lambda i, j: te.sum(X[i, k] * W[k, j], axis=k), name="D")
+    Y = te.compute((9, 13), lambda i, j: te.max(D[i, j] + bias[j], 0.0), name="Y")
+    s = Schedule(Y)
+    s.split("Y", "j", 4)
+    s.compute_at("D", "Y", "j_o")
+    return s
+
+
+CASES = {
+    "matmul_37x29x23_packed": g_matmul_packed,
+    "elementwise": g_elementwise,
+    "split_tail": g_split_tail,
+    "unroll_vectorize_tile": g_unroll_vectorize_tile,
+    "fused_epilogue": g_fused_epilogue,
+}
+
+
+def reference(name, arrays):
+    if name in ("matmul_37x29x23_packed", "unroll_vectorize_tile"):
+        return arrays[0] @ arrays[1]
+    if name == "elementwise":
+        return np.maximum(arrays[0] * 2 + arrays[1], 0)
+    if name == "split_tail":
+        return np.exp(arrays[0]) - 1
+    if name == "fused_epilogue":
+        return np.maximum(arrays[0] @ arrays[1] + arrays[2], 0)
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_source(name, regen_golden):
+    src = generate_source(CASES[name]())
+    path = GOLDEN / f"{name}.py.txt"
+    if regen_golden:
+        path.write_text(src)
+        pytest.skip(f"regenerated {path}")
+    assert path.exists(), f"{path} is missing; run with AUTOTUNE_REGEN_GOLDEN=1 to create it"
+    expected = path.read_text()
+    if src != expected:
+        import difflib
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), src.splitlines(True),
+                                            f"golden/{name}.py.txt", "generated"))
+        pytest.fail(f"generated source changed (AUTOTUNE_REGEN_GOLDEN=1 to accept):\n{diff}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_kernel_runs(name):
+    s = CASES[name]()
+    k = build(s, threads=2)
+    rng = np.random.default_rng(5)
+    arrays = [rng.uniform(-1, 1, shape).astype(dtype) for shape, dtype in k.input_shapes]
+    assert_close(k(*arrays), reference(name, arrays), "float32", 32)
+    # the source is readable: the file Numba compiled is the source we generated
+    assert k.path.read_text() == k.source == generate_source(s)
+
+
+# ---------------------------------------------------------------------------------------------
+# the disk cache: a second process loads the kernel instead of compiling it
+# ---------------------------------------------------------------------------------------------
+SNIPPET = textwrap.dedent("""
+    import json, time
+    import numpy as np
+    from tests.autotune.codegen.test_golden import g_matmul_packed
+    from autotune.codegen import build
+    k = build(g_matmul_packed(), threads=1)
+    a = np.ones((37, 23), np.float32); b = np.ones((23, 29), np.float32)
+    ok = bool(np.allclose(k(a, b), a @ b))
+    print(json.dumps({"compile_seconds": k.compile_seconds, "ok": ok, "path": str(k.path)}))
+""")
+
+
+def _run(cache: Path) -> dict:
+    env = dict(os.environ, AUTOTUNE_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-c", SNIPPET], env=env, cwd=str(REPO), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _snapshot(cache: Path) -> dict[str, int]:
+    return {str(p.relative_to(cache)): p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
+
+
+def test_disk_cache_across_processes(tmp_path):
+    cold = _run(tmp_path)
+    assert cold["ok"]
+    files = _snapshot(tmp_path)
+    assert any(f.endswith(".py") for f in files), files
+    index = [f for f in files if f.endswith(".nbi")]
+    data = [f for f in files if f.endswith(".nbc")]
+    assert index and data, f"Numba wrote no cache files: {sorted(files)}"
+    warm = _run(tmp_path)
+    assert warm["ok"] and warm["path"] == cold["path"]
+    assert _snapshot(tmp_path) == files, "the second process wrote or rewrote cache files"
+    assert warm["compile_seconds"] < 0.5 * cold["compile_seconds"], (cold, warm)

@@ -1,0 +1,126 @@
+"""Ray sweeps and the Ray runner, on a real local Ray and on Ray's own two-node test cluster.
+
+Every Ray these tests start is on this machine and is shut down by its fixture.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from autotune.distributed import ClusterError, connect, parse_spec, run_sweep
+from autotune.errors import AutotuneError
+from autotune.records import load_records
+
+SPEC = {"defaults": {"trials": 3, "strategy": "random", "threads": 1},
+        "task": [{"op": "matmul", "shapes": ["24x16x8", "16x24x8", "32x8x16"]}]}
+
+
+@pytest.mark.parametrize("data,needle", [
+    ({"task": [{"op": "nope", "shapes": ["8x8x8"]}]}, "task 1: unknown operator 'nope'"),
+    ({"task": [{"op": "matmul", "shapes": ["8x8"]}]}, "task 1: matmul: shape '8x8'"),
+    ({"task": [{"op": "matmul", "shapes": ["8x8x8"], "colour": 1}]}, "unknown keys ['colour']"),
+    ({"task": [{"op": "matmul", "shapes": ["8x8x8"], "strategy": "magic"}]}, "unknown strategy"),
+    ({"task": []}, "needs a list"),
+])
+def test_bad_specs_are_rejected_before_anything_starts(data: dict, needle: str) -> None:
+    with pytest.raises(AutotuneError) as e:
+        parse_spec(data)
+    assert needle in str(e.value)
+
+
+def test_unreachable_address_is_a_clear_error() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    with pytest.raises(ClusterError, match=f"cannot reach a Ray cluster at 127.0.0.1:{port}"):
+        connect(f"127.0.0.1:{port}")
+
+
+@pytest.fixture
+def local_ray():
+    import ray
+    ray.shutdown()
+    yield connect(None, num_cpus=2)
+    ray.shutdown()
+
+
+def test_sweep_on_local_ray_into_one_log_and_resume(local_ray, tmp_path: Path) -> None:
+    log = tmp_path / "sweep.jsonl"
+    tasks = parse_spec(SPEC)
+    states = run_sweep(tasks, log, progress=False)
+    assert all(st.status == "done" for st in states.values())
+    recs = load_records(log)
+    assert len(recs) == 9 and {r.key for r in recs} == {t.key for t in tasks}
+    again = run_sweep(tasks, log, progress=False)  # resumed: nothing left to measure
+    assert all(st.status == "done (from log)" for st in again.values())
+    assert len(load_records(log)) == 9
+
+
+@pytest.fixture
+def two_node_cluster():
+    import ray
+    from ray.cluster_utils import Cluster
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    connect(cluster.address)
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def test_sweep_on_two_nodes_survives_a_killed_worker(two_node_cluster, tmp_path: Path) -> None:
+    log = tmp_path / "sweep.jsonl"
+    spec = dict(SPEC, defaults=dict(SPEC["defaults"], trials=4))
+    tasks = parse_spec(spec)
+    victim: dict = {}
+    seen: list[dict] = []
+
+    def on_event(ev: dict) -> None:
+        seen.append(ev)
+        if ev["kind"] == "started" and not victim:
+            victim.update(ev)
+        elif ev["kind"] == "record" and victim and "killed" not in victim and f'"M":{victim["task"].split("M=")[1].split(",")[0]}' in ev["line"]:
+            victim["killed"] = True
+            victim["lines_before"] = len([e for e in seen if e["kind"] == "record"])
+            os.kill(victim["pid"], signal.SIGKILL)  # a worker dies mid-sweep, after one measurement
+
+    states = run_sweep(tasks, log, progress=False, on_event=on_event)
+    assert victim.get("killed"), "the test must kill a worker mid-sweep"
+    recs = load_records(log)
+    assert all(st.done >= st.task.trials for st in states.values()), {k: (s.done, s.status) for k, s in states.items()}
+    assert states[victim["task"]].attempts >= 2  # the killed task was resubmitted
+    assert len(recs) >= victim["lines_before"]
+    streamed = [e["line"] for e in seen if e["kind"] == "record"]
+    logged = {r.to_line() for r in recs}
+    assert all(line in logged for line in streamed), "no completed record may be lost"
+
+
+def test_ray_runner_retries_work_of_a_dead_actor(two_node_cluster) -> None:
+    import random
+
+    import ray
+
+    from autotune.task import Task
+    from measure.local import LocalRunnerOptions
+    from measure.ray_runner import RayRunner
+    from measure.runner import MeasureInput
+    from measure.timing import TimingProtocol
+    task = Task.create("matmul", "16x16x16", threads=1)
+    rng = random.Random(0)
+    inputs = [MeasureInput(task, c) for c in {task.space().sample(rng) for _ in range(4)}]
+    runner = RayRunner(options=LocalRunnerOptions(compile_workers=1, protocol=TimingProtocol(repeat=2, min_repeat_ms=1)))
+    try:
+        assert runner.nodes == 2
+        assert all(r.ok for r in runner.run(inputs))
+        ray.kill(runner.actors[0])  # a node's measuring actor dies
+        results = runner.run(inputs)
+        assert all(r.ok for r in results) and runner.retried > 0 and runner.nodes == 1
+    finally:
+        runner.close()
