@@ -63,7 +63,7 @@ def _flusher(nbytes: int) -> Callable[[], None]:
     buf = np.zeros(nbytes // 8)
 
     def flush() -> None:
-        buf += 1.0
+        np.add(buf, 1.0, out=buf)  # in place (`buf += 1.0` would make buf a local: UnboundLocalError)
     return flush
 
 

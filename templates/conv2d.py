@@ -36,12 +36,12 @@ def out_size(n: int, r: int, stride: int, pad: int, dil: int) -> int:
     return (n + 2 * pad - dil * (r - 1) - 1) // stride + 1
 
 
-def conv_geometry(shape: Shape, name: str, rdim: str = "R", sdim: str = "S") -> tuple[int, int, int, int, int, int, int]:
+def conv_geometry(shape: Shape, name: str) -> tuple[int, int, int, int, int, int, int]:
     """(OH, OW, Hp, Wp, stride, pad, dil): output size and the padded-input extent actually read."""
     st, pad, dil = shape["stride"], shape["pad"], shape["dilation"]
     if st < 1 or dil < 1:
         raise ShapeError(f"{name}: stride and dilation must be at least 1, got stride={st} dilation={dil}")
-    H, W, R, S = shape["H"], shape["W"], shape[rdim], shape[sdim]
+    H, W, R, S = shape["H"], shape["W"], shape["R"], shape["S"]
     OH, OW = out_size(H, R, st, pad, dil), out_size(W, S, st, pad, dil)
     if OH < 1 or OW < 1:
         raise ShapeError(f"{name}: the {R}x{S} window (dilation {dil}) does not fit the {H}x{W} input "

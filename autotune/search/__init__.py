@@ -12,11 +12,12 @@ from autotune.search.annealing import SimulatedAnnealing
 from autotune.search.base import Strategy
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.search.grid import GridSearch
+from autotune.search.islands import IslandSearch
 from autotune.search.optuna_search import OptunaSearch
 from autotune.search.random_search import RandomSearch
 from autotune.space import ConfigSpace
 
-STRATEGIES = ("random", "grid", "annealing", "evolutionary", "tpe", "cmaes")
+STRATEGIES = ("random", "grid", "annealing", "evolutionary", "islands", "tpe", "cmaes")
 
 
 def make_strategy(name: str | Strategy, space: ConfigSpace, seed: int = 0) -> Strategy:
@@ -31,10 +32,12 @@ def make_strategy(name: str | Strategy, space: ConfigSpace, seed: int = 0) -> St
         return SimulatedAnnealing(space, seed)
     if name == "evolutionary":
         return EvolutionarySearch(space, seed)
+    if name == "islands":
+        return IslandSearch(space, seed)
     if name in ("tpe", "cmaes"):
         return OptunaSearch(space, seed, sampler=name)
     raise AutotuneError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
 
 
-__all__ = ["STRATEGIES", "EvolutionarySearch", "GridSearch", "OptunaSearch", "RandomSearch", "SimulatedAnnealing",
+__all__ = ["STRATEGIES", "EvolutionarySearch", "GridSearch", "IslandSearch", "OptunaSearch", "RandomSearch", "SimulatedAnnealing",
            "Strategy", "make_strategy"]

@@ -1,0 +1,39 @@
+"""The timing protocol: argument validation, warm-up, sample count, the cache flush."""
+from __future__ import annotations
+
+import pytest
+
+from measure.timing import Timing, TimingProtocol, time_callable
+
+
+@pytest.mark.parametrize("kw", [{"warmup": -1}, {"number": 0}, {"repeat": 0}, {"repeat": 2.0},
+                                {"min_repeat_ms": -1.0}, {"number": None}])
+def test_protocol_validation(kw):
+    with pytest.raises(ValueError, match="TimingProtocol"):
+        TimingProtocol(**kw)
+
+
+def test_warmup_number_repeat_are_followed():
+    calls = []
+    t = time_callable(lambda: calls.append(1), TimingProtocol(warmup=2, number=3, repeat=4, min_repeat_ms=0))
+    assert len(t.samples) == 4
+    assert len(calls) == 2 + 3 * 4
+    assert t.min <= t.median and t.spread >= 1.0
+
+
+def test_min_repeat_ms_raises_number():
+    calls = []
+    t = time_callable(lambda: calls.append(1), TimingProtocol(warmup=0, number=1, repeat=2, min_repeat_ms=5))
+    assert len(calls) > 10  # a no-op takes far less than 5 ms: number was raised
+    assert all(s > 0 for s in t.samples)
+
+
+def test_flush_cache_runs():
+    t = time_callable(lambda: None, TimingProtocol(warmup=0, repeat=2, min_repeat_ms=0, flush_cache=True,
+                                                   flush_bytes=1 << 16))
+    assert len(t.samples) == 2
+
+
+def test_timing_stats():
+    t = Timing((3.0, 1.0, 2.0))
+    assert t.median == 2.0 and t.min == 1.0 and t.spread == 3.0
