@@ -2,7 +2,9 @@
 
     python -m measure.benchmarks spread --op matmul --shape 1024x1024x1024 --processes 10 [--config JSON]
     python -m measure.benchmarks throughput --op matmul --shape 512x512x512 --trials 16
+    python -m measure.benchmarks ray-scaling --op matmul --shape 256x256x256 --trials 16
 
+`ray-scaling` compares 1 vs 2 compile workers and the Ray runner with the local one.
 `spread` re-measures one kernel in N separate processes, one after another, and reports the
 relative spread (max/min) of their medians. `throughput` measures candidates per minute with a
 cold compile cache and again with a warm one (the same configs, a new runner each time).
@@ -100,10 +102,54 @@ def throughput(args: argparse.Namespace) -> dict:
     return out
 
 
+def ray_scaling(args: argparse.Namespace) -> dict:
+    """Candidates per minute with 1 and 2 compile workers (LocalRunner), and the Ray runner's
+    overhead against the local runner on the same configs (each with a cold compile cache)."""
+    from autotune.task import Task
+    from measure.local import LocalRunner, LocalRunnerOptions
+    from measure.runner import MeasureInput
+    task = Task.create(args.op, args.shape, args.dtype, args.threads)
+    rng = random.Random(args.seed)
+    cfgs: list = []
+    while len(cfgs) < args.trials:
+        c = task.space().sample(rng)
+        if c not in cfgs:
+            cfgs.append(c)
+    inputs = [MeasureInput(task, c) for c in cfgs]
+    proto = TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20)
+    out: dict = {"task": task.key(), "trials": len(inputs)}
+
+    def timed(label: str, make) -> float:  # type: ignore[no-untyped-def]
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["AUTOTUNE_CACHE_DIR"] = cache
+            t0 = time.perf_counter()
+            with make() as r:
+                res = r.run(inputs)
+            el = time.perf_counter() - t0
+        out[label] = {"seconds": el, "per_minute": 60 * len(inputs) / el, "ok": sum(x.ok for x in res)}
+        print(f"{label:<28} {len(inputs)} candidates in {el:6.1f} s = {60 * len(inputs) / el:5.1f} per minute")
+        return el
+
+    one = timed("local, 1 compile worker", lambda: LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=proto)))
+    two = timed("local, 2 compile workers", lambda: LocalRunner(LocalRunnerOptions(compile_workers=2, protocol=proto)))
+    import ray
+
+    from measure.ray_runner import RayRunner
+    ray.shutdown()
+    rr = timed("ray, 1 node x 2 workers", lambda: RayRunner(options=LocalRunnerOptions(compile_workers=2, protocol=proto),
+                                                           num_cpus=2))
+    ray.shutdown()
+    out["speedup_2_workers"] = one / two
+    out["ray_overhead"] = rr / two
+    print(f"2 workers vs 1: {one / two:.2f}x faster; Ray runner vs local runner: {rr / two:.2f}x the time "
+          "(includes starting Ray)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m measure.benchmarks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("spread", "throughput", "_once"):
+    for name in ("spread", "throughput", "ray-scaling", "_once"):
         sp = sub.add_parser(name)
         sp.add_argument("--op", default="matmul")
         sp.add_argument("--shape", default="1024x1024x1024")
@@ -118,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "_once":
         _once(args)
         return 0
-    res = spread(args) if args.cmd == "spread" else throughput(args)
+    res = {"spread": spread, "throughput": throughput, "ray-scaling": ray_scaling}[args.cmd](args)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
     return 0
