@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from autotune.ir import expr as te
-from autotune.ir.expr import Load, Tensor, Var
+from autotune.ir.expr import Tensor, Var
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace, Knob, SplitKnob, powers_of_two
 

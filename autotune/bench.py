@@ -25,7 +25,6 @@ import numpy as np
 from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.task import Task
-from measure.check import check_output, poisoned
 from measure.timing import TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
@@ -146,47 +145,6 @@ def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, .
     return out
 
 
-def _progress(enabled: bool, total: int, label: str):  # type: ignore[no-untyped-def]
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.fields[best]}"), transient=False)
-
-
-def search(task: Task, options: BenchOptions) -> list[Candidate]:
-    """Compile, check and time each candidate config; errors are recorded, not raised."""
-    inputs = task.inputs(seed=options.seed)
-    ref = task.reference(inputs)
-    configs = candidate_configs(task, options.trials, options.seed)
-    results: list[Candidate] = []
-    best: float | None = None
-    fl = task.flops()
-    with _progress(options.progress, len(configs), f"tuning {task.key()}") as prog:
-        tid = prog.add_task("tune", total=len(configs), best="") if prog else None
-        for cfg in configs:
-            c = Candidate(cfg)
-            try:
-                t0 = time.perf_counter()
-                kern = task.build(cfg)
-                c.compile_seconds = kern.compile_seconds or (time.perf_counter() - t0)
-                out = poisoned(kern.output_shape, task.dtype)
-                kern(*inputs, out=out)
-                chk = check_output(out, ref, task.dtype)
-                if not chk.ok:
-                    c.error = f"wrong answer: {chk.message}"
-                else:
-                    c.seconds = time_callable(kern.bind(*inputs), options.search_protocol).median
-                    if best is None or c.seconds < best:
-                        best = c.seconds
-            except AutotuneError as e:
-                c.error = f"{type(e).__name__}: {e}"
-            results.append(c)
-            if prog:
-                prog.update(tid, advance=1, best=f"best {fl / best / 1e9:.1f} {task.template.metric}" if best else "")
-    return results
-
-
 def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str) -> list[Candidate]:
     """Tune with the real tuner (isolated workers, parallel compiles), presets first; return every
     measurement of the task in the log (a reused log counts)."""
@@ -202,7 +160,8 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
         tmp.close()
         log = tmp.name
     presets = candidate_configs(task, 0, options.seed) if task.template.presets else []
-    progress = _TunerProgress(task, options.trials) if options.progress else None
+    from autotune.progress import TuneProgress
+    progress = TuneProgress(task, options.trials) if options.progress else None
     try:
         with LocalRunner(LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed)) as runner, \
                 (progress or contextlib.nullcontext()):
@@ -221,36 +180,12 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
             os.unlink(tmp.name)
 
 
-class _TunerProgress:
-    def __init__(self, task: Task, total: int) -> None:
-        self.task, self.total, self.best, self.errors = task, total, float("inf"), 0
-
-    def __enter__(self) -> "_TunerProgress":
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        self.prog = Progress(TextColumn(f"tuning {self.task.key()}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
-        self.prog.__enter__()
-        self.tid = self.prog.add_task("tune", total=self.total, info="")
-        return self
-
-    def update(self, task: Task, configs: Any, results: Any) -> None:
-        for r in results:
-            self.errors += r.error is not None
-            if r.ok:
-                self.best = min(self.best, r.median)
-        best = f"best {task.flops() / self.best / 1e9:.1f} {task.template.metric}" if self.best < float("inf") else ""
-        self.prog.update(self.tid, advance=len(results), info=f"{best}  errors {self.errors}")
-
-    def __exit__(self, *exc: object) -> None:
-        self.prog.__exit__(None, None, None)
-
-
 def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | None = None,
-              strategy: str = "evolutionary", in_process: bool = False) -> BenchResult:
+              strategy: str = "evolutionary") -> BenchResult:
     """Tune (or reuse a log), then time the best kernel and the baselines in alternating blocks of
-    the same run. in_process=True searches without worker processes (no crash isolation)."""
+    the same run."""
     t0 = time.perf_counter()
-    cands = search(task, options) if in_process else tune_candidates(task, options, log, strategy)
+    cands = tune_candidates(task, options, log, strategy)
     tuning = time.perf_counter() - t0
     ok = [c for c in cands if c.seconds is not None]
     if not ok:

@@ -191,7 +191,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         strategy = make_strategy(args.strategy, task.space(), seed=args.seed)
     show = not args.no_progress and sys.stderr.isatty()
-    with LocalRunner() as runner, _TuneProgress(task, args.trials, show) as progress:
+    from autotune.progress import TuneProgress
+    with LocalRunner() as runner, TuneProgress(task, args.trials, show) as progress:
         tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=callbacks + [progress.update])
         result = tuner.run(TuneOptions(trials=args.trials, batch=args.batch, timeout_s=args.timeout,
                                              early_stopping=args.early_stopping))
@@ -207,38 +208,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "best_gflops": result.best_gflops,
             "best_config": result.best_config.to_json() if result.best_config else None}, indent=2) + "\n")
     return 0 if result.best_config is not None else 1
-
-
-class _TuneProgress:
-    """A rich progress bar: trials done, best so far, errors."""
-
-    def __init__(self, task, total: int, enabled: bool) -> None:  # type: ignore[no-untyped-def]
-        self.task, self.total, self.enabled = task, total, enabled
-        self.best = float("inf")
-        self.errors = 0
-
-    def __enter__(self) -> "_TuneProgress":
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self.prog = Progress(TextColumn(f"tuning {self.task.key()}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
-            self.prog.__enter__()
-            self.tid = self.prog.add_task("tune", total=self.total, info="")
-        return self
-
-    def update(self, task, configs, results) -> None:  # type: ignore[no-untyped-def]
-        for r in results:
-            self.errors += r.error is not None
-            if r.ok:
-                self.best = min(self.best, r.median)
-        if self.enabled:
-            fl = self.task.flops()
-            best = f"best {fl / self.best / 1e9:.1f} {self.task.template.metric}" if self.best < float("inf") else ""
-            self.prog.update(self.tid, advance=len(results), info=f"{best}  errors {self.errors}")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.prog.__exit__(None, None, None)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

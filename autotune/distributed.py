@@ -27,7 +27,6 @@ import json
 import os
 import socket
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable

@@ -26,7 +26,7 @@ import numpy as np
 
 from autotune.ir import expr as te
 from autotune.ir.affine import to_affine
-from autotune.ir.expr import BinOp, Call, Const, Expr, Load, Tensor, Var
+from autotune.ir.expr import BinOp, Call, Const, Expr, Tensor, Var
 from autotune.ir.stmt import For, Function, If, LoopNest, Seq, Stmt, Store
 
 FEATURE_VERSION = 1

@@ -8,7 +8,6 @@ same task. Deterministic under a seed; saved as JSON (weights as numbers, no pic
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Sequence
 

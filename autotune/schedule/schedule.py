@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from autotune.errors import DefinitionError, ScheduleError
 from autotune.ir import expr as te
