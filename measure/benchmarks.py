@@ -146,10 +146,66 @@ def ray_scaling(args: argparse.Namespace) -> dict:
     return out
 
 
+def _trials_to(target: float, history: list[tuple[float, float]]) -> int | None:
+    for i, (_, best) in enumerate(history, 1):
+        if best <= target:
+            return i
+    return None
+
+
+def search_efficiency(args: argparse.Namespace) -> dict:
+    """Trials each search needs to reach 95% of the best GFLOP/s a long random search found:
+    random, model-guided evolutionary (xgb), and model-guided with a model pretrained on the
+    other tasks' logs. Tasks: --tasks "op:shape,op:shape,..."."""
+    from autotune.cost_model import Dataset, make_model
+    from autotune.cost_model.guided import guided_search
+    from autotune.records import RecordLog, load_records
+    from autotune.search import make_strategy
+    from autotune.task import Task
+    from autotune.tuner import Tuner, TuneOptions
+    from measure.local import LocalRunner, LocalRunnerOptions
+    specs = [t.split(":") for t in args.tasks.split(",")]
+    tasks = [Task.create(op, shape, args.dtype, args.threads) for op, shape in specs]
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    proto = TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20)
+    out: dict = {"long_random": args.long, "trials": args.trials, "tasks": {}}
+    with LocalRunner(LocalRunnerOptions(protocol=proto)) as runner:
+        for t in tasks:  # the long random searches (resumable: their logs are kept)
+            log = RecordLog(work / f"random_{t.key().replace('|', '_')}.jsonl")
+            Tuner(t, make_strategy("random", t.space(), seed=100), runner, log).run(TuneOptions(trials=args.long))
+        for t in tasks:
+            logs = {u.key(): load_records(work / f"random_{u.key().replace('|', '_')}.jsonl") for u in tasks}
+            best = min(r.seconds for r in logs[t.key()])
+            target = best / 0.95
+            row: dict = {"best_gflops": t.flops() / best / 1e9}
+            hist = []
+            b = float("inf")
+            for r in logs[t.key()][:args.trials]:
+                b = min(b, r.seconds)
+                hist.append((0.0, b))
+            row["random"] = _trials_to(target, hist)
+            for name in ("xgb", "xgb_pretrained"):
+                pre = None
+                if name == "xgb_pretrained":
+                    m = make_model("xgb")
+                    m.fit(Dataset.from_records([r for k, rs in logs.items() if k != t.key() for r in rs]))
+                    pre = str(work / f"pre_{t.key().replace('|', '_')}.json")
+                    m.save(pre)
+                strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=1)
+                res = Tuner(t, strategy, runner, RecordLog(work / f"{name}_{t.key().replace('|', '_')}.jsonl"),
+                            callbacks=[updater]).run(TuneOptions(trials=args.trials, batch=8))
+                row[name] = _trials_to(target, res.history)
+            out["tasks"][t.key()] = row
+            print(f"{t.key():<40} best {row['best_gflops']:7.1f} GFLOP/s  trials to 95%: random {row['random']}  "
+                  f"guided {row['xgb']}  pretrained {row['xgb_pretrained']}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m measure.benchmarks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("spread", "throughput", "ray-scaling", "_once"):
+    for name in ("spread", "throughput", "ray-scaling", "search-efficiency", "_once"):
         sp = sub.add_parser(name)
         sp.add_argument("--op", default="matmul")
         sp.add_argument("--shape", default="1024x1024x1024")
@@ -160,11 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--trials", type=int, default=16)
         sp.add_argument("--seed", type=int, default=0)
         sp.add_argument("--json", dest="json_out", default=None)
+        sp.add_argument("--tasks", default="matmul:512x512x512,matmul:256x384x640,conv2d:1x32x28x28x32x3x3x1x1,"
+                                           "conv2d:1x64x14x14x64x3x3x1x1,batch_matmul:8x128x128x128,"
+                                           "batch_matmul:4x256x64x256")
+        sp.add_argument("--long", type=int, default=128, help="trials of the long random search")
+        sp.add_argument("--workdir", default="search-efficiency")
     args = p.parse_args(argv)
     if args.cmd == "_once":
         _once(args)
         return 0
-    res = {"spread": spread, "throughput": throughput, "ray-scaling": ray_scaling}[args.cmd](args)
+    res = {"spread": spread, "throughput": throughput, "ray-scaling": ray_scaling,
+           "search-efficiency": search_efficiency}[args.cmd](args)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
     return 0
