@@ -135,3 +135,44 @@ class Tuner:
             for cb in self.callbacks:
                 cb(self.task, configs, results)
         return TuneResult(self.task, best_cfg, best, measured, len(previous), errors, time.perf_counter() - t0, history)
+
+
+def tune(*, op: Any, shape: Any, dtype: str = "float32", threads: int | None = None, trials: int = 64,
+         log: str | None = None, strategy: Any = "evolutionary", cost_model: str | None = None,
+         pretrained: str | None = None, runner: Any = None, seed: int = 0, timeout_s: float | None = None,
+         batch: int = 8) -> TuneResult:
+    """Tune one operator at one shape. Every argument takes a name or an object.
+
+    op: template name or Template; strategy: a name from autotune.search.STRATEGIES or a Strategy;
+    cost_model: "xgb" | "lgbm" | "gnn" to steer the evolutionary search (pretrained: a saved model);
+    runner: None (local worker processes), "ray" (a local Ray), or a Runner.
+
+    Example::
+
+        >>> from autotune.tuner import tune                                   # doctest: +SKIP
+        >>> r = tune(op="matmul", shape="512x512x512", trials=32, log="mm.jsonl", cost_model="xgb")  # doctest: +SKIP
+    """
+    from autotune.search import make_strategy
+    task = Task.create(op, shape, dtype, threads)
+    callbacks: list[Callback] = []
+    if cost_model or pretrained:
+        from autotune.cost_model.guided import guided_search
+        strat, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
+        callbacks.append(updater)
+    else:
+        strat = make_strategy(strategy, task.space(), seed=seed)
+    own = runner is None or isinstance(runner, str)
+    if runner is None:
+        from measure.local import LocalRunner
+        runner = LocalRunner()
+    elif runner == "ray":
+        from measure.ray_runner import RayRunner
+        runner = RayRunner()
+    elif isinstance(runner, str):
+        raise AutotuneError(f"runner must be None, 'ray' or a Runner object, got {runner!r}")
+    try:
+        return Tuner(task, strat, runner, RecordLog(log) if log else None, callbacks=callbacks).run(
+            TuneOptions(trials=trials, timeout_s=timeout_s, batch=batch))
+    finally:
+        if own:
+            runner.close()

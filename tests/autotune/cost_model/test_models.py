@@ -51,6 +51,7 @@ def test_model_contract(kind: str, tmp_path: Path) -> None:
     back = load_model(tmp_path / "m.json")
     if kind != "random":
         np.testing.assert_array_equal(back.predict(ds), p)  # save/load round-trips predictions exactly
+    if kind in ("xgb", "lgbm", "gnn"):
         assert kendall_tau(p, secs) > 0.5, "a learned model must rank its own training data"
 
 
