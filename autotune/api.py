@@ -169,7 +169,7 @@ def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.P
     def wrap(f: Callable[..., Any]) -> TunedOp:
         from autotune.definition import template_from_function
         t = template_from_function(f, name=name, reference=reference)
-        register(t, module=f.__module__)
+        register(t, module=f.__module__, listed=False)
         return TunedOp(t, options)
 
     if isinstance(fn, (str, Template)):

@@ -137,6 +137,8 @@ def _config(task, text: str | None):  # type: ignore[no-untyped-def]
 def cmd_list() -> int:
     from templates import TEMPLATES
     for name, t in sorted(TEMPLATES.items()):
+        if not t.default_shape:
+            continue
         shape = t.parse_shape(t.default_shape)
         space = t.space(shape, "float32", 2)
         print(f"{name:<18} {t.description}")

@@ -12,14 +12,20 @@ from autotune.errors import AutotuneError
 from templates.base import CodegenOptions, Template
 from templates import matmul
 from templates import conv2d, depthwise_conv2d, pool2d
+from templates import batch_matmul, dense_bias_relu, layernorm, softmax
 
-TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE, pool2d.TEMPLATE)}
+TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE, pool2d.TEMPLATE,
+                                                    batch_matmul.TEMPLATE, dense_bias_relu.TEMPLATE, softmax.TEMPLATE,
+                                                    layernorm.TEMPLATE)}
 
 
 USER_MODULES: list[str] = []  # modules of templates registered at run time (workers import them)
 
 
-def register(template: Template, module: str | None = None) -> Template:
+DERIVED: dict[str, Template] = {}  # template-free ops made by @autotune.op: resolvable, not listed
+
+
+def register(template: Template, module: str | None = None, *, listed: bool = True) -> Template:
     """Add a template of your own, so tasks, logs and the CLI can name it.
 
     Pass `module=__name__` from the module that defines it: measurement workers import that
@@ -28,10 +34,12 @@ def register(template: Template, module: str | None = None) -> Template:
     """
     if not isinstance(template, Template):
         raise AutotuneError(f"register() takes a Template, got {type(template).__name__}")
-    existing = TEMPLATES.get(template.name)
-    if existing is not None and existing is not template and existing.define is not template.define:
+    registry = TEMPLATES if listed else DERIVED
+    existing = TEMPLATES.get(template.name) or DERIVED.get(template.name)
+    if existing is not None and existing is not template and existing.define is not template.define \
+            and (listed or template.name in TEMPLATES):
         raise AutotuneError(f"an operator named {template.name!r} is already registered")
-    TEMPLATES[template.name] = template
+    registry[template.name] = template
     if module == "__main__":  # a script: workers run it by path under another name (its main guard holds)
         import sys
         path = getattr(sys.modules["__main__"], "__file__", None)
@@ -49,9 +57,11 @@ def get_template(name: str | Template) -> Template:
         from templates.tpu import TPU_TEMPLATES
         if name in TPU_TEMPLATES:
             return TPU_TEMPLATES[name]
+    if name not in TEMPLATES and name in DERIVED:
+        return DERIVED[name]
     if name not in TEMPLATES:
         raise AutotuneError(f"unknown operator {name!r}; known operators: {', '.join(sorted(TEMPLATES))}")
     return TEMPLATES[name]
 
 
-__all__ = ["CodegenOptions", "TEMPLATES", "Template", "USER_MODULES", "get_template", "register"]
+__all__ = ["CodegenOptions", "DERIVED", "TEMPLATES", "Template", "USER_MODULES", "get_template", "register"]

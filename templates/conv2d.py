@@ -17,7 +17,8 @@ input pixel times kb/16 weight vectors). Knob names in brackets::
               acc[ohi, owi, ki] += Xp[n, c, oh*st + r*dil, ow*st + s*dil] * Wp[ko, c, r, s, ki]
           Y[tile] (+)= acc     (clamped to the valid region: awkward shapes work)
 
-[tile] is "KBxOHBxOWB"; only tiles whose accumulators fit the 32 vector registers are offered.
+[tile] is "KBxOHBxOWB"; only tiles whose accumulators (plus the weight vectors and a broadcast)
+fit the 32 vector registers are offered.
 Shape "1x64x56x56x64x3x3x1x1" is N=1 C=64 H=W=56 K=64 R=S=3 stride 1 pad 1 (dilation 1).
 """
 from __future__ import annotations
@@ -79,7 +80,7 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
         name="Y")
 
 
-MAX_ACC_VECTORS = 32  # accumulator tile in vector registers (AVX-512 has 32); larger tiles spill
+MAX_ACC_VECTORS = 32  # vector registers (AVX-512 has 32); larger register tiles spill
 
 
 def tiles(shape: Shape, dtype: str) -> list[str]:
@@ -94,7 +95,8 @@ def tiles(shape: Shape, dtype: str) -> list[str]:
         for ohb in _fit([1, 2, 4], OH):
             for owb in ows:
                 acc = min(ohb, OH) * min(owb, OW) * nvec
-                if acc <= MAX_ACC_VECTORS or (ohb == 1 and owb == min(ows)):
+                # accumulators + the kb/vec weight vectors + one broadcast pixel must fit
+                if acc + nvec + 1 <= MAX_ACC_VECTORS or (ohb == 1 and owb == min(ows)):
                     out.append(f"{kb}x{ohb}x{owb}")
     return out
 

@@ -25,7 +25,7 @@ def main() -> None:
     p.add_argument("--fast", action="store_true")
     p.add_argument("--log", default="gnn_tutorial.jsonl")
     args = p.parse_args()
-    trials = 8 if args.fast else 40
+    trials = 6 if args.fast else 40
     shapes = ["64x64x64", "96x64x48", "80x72x56"]
     if not os.path.exists(args.log):
         with LocalRunner() as runner:
@@ -43,6 +43,8 @@ def main() -> None:
           f"testing on {len(test_ds)} of {held_out}")
     for kind in ("gnn", "xgb", "random"):
         m = make_model(kind)
+        if kind == "gnn" and args.fast:
+            m.epochs = 10
         m.fit(train_ds)
         med = evaluate(m, test_ds)["median"]
         print(f"{kind:>6}: Kendall tau {med['kendall_tau']:+.3f}  top-1 {med['top1']:.3f}  top-5 {med['top5']:.3f}")

@@ -176,9 +176,10 @@ class Lowerer:
             mode = tile_mode.get(leaf)
             if mode == "full":    # inside a cache tile known to be whole: constant trip count
                 lim = None
-            elif mode == "part":  # inside a partial tile: a plain rolled loop, no versioning
-                return For(v, simplify(BinOp("min", Const(e_v), lim), self.ranges),
-                           "serial" if kind in ("unroll", "vectorize") else kind, body)
+            elif mode == "part":  # inside a partial tile: the full loop, each iteration guarded, so
+                # accumulator indices stay constants once unrolled (a rolled clamped loop would index
+                # the tile with a variable and keep the whole tile out of registers)
+                return For(v, Const(e_v), kind, If(Cmp("<", v, lim), body))
             if lim is None:
                 return For(v, Const(e_v), kind, body)
             if kind == "parallel":
@@ -287,16 +288,16 @@ class Lowerer:
 
         attached = [o for o in s.stages.values() if o.attach[0] == "at" and o.attach[1] == st.name]
 
-        # Tails inside a cache tile are versioned once, at the tile: a whole tile runs every inner
-        # loop with its constant extent, a partial one runs them rolled and clamped. (Versioning
-        # each unrolled/vectorized loop where it stands would put a branch in the reduction loop
-        # and keep the accumulators out of registers.)
+        # Tails of unrolled/vectorized loops inside a cache tile are versioned once, at the tile: a
+        # whole tile runs them with their constant extent, a partial one runs them guarded.
+        # (Versioning each such loop where it stands would put a branch in the reduction loop and
+        # keep the accumulators out of registers.) Clamped serial loops stay min() loops.
         hoist: list[str] = []
         if cache_pos is not None and not any(o.attach[2] in st.order[cache_pos + 1:] for o in attached):
             inner_vars = {st.var(x) for x in st.order[cache_pos + 1:]}
             for x in st.order[cache_pos + 1:]:
-                if x in clamp and x not in padded_ok and not any(
-                        isinstance(n, Var) and n in inner_vars for n in te.walk(clamp[x])):
+                if (x in clamp and x not in padded_ok and st.loop_kind.get(x) in ("unroll", "vectorize")
+                        and not any(isinstance(n, Var) and n in inner_vars for n in te.walk(clamp[x]))):
                     hoist.append(x)
 
         def emit(p: int) -> Stmt:

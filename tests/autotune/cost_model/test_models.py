@@ -93,8 +93,8 @@ def test_guided_search_is_valid_and_refits(kind: str, tmp_path: Path) -> None:
     strategy, updater = guided_search(TASK, kind, seed=0)
     proposed = []
     res = Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
-                callbacks=[updater, lambda t, c, r: proposed.extend(c)]).run(TuneOptions(trials=32, batch=8))
-    assert res.measured == 32 and len(set(proposed)) == 32
+                callbacks=[updater, lambda t, c, r: proposed.extend(c)]).run(TuneOptions(trials=16, batch=8))
+    assert res.measured == 16 and len(set(proposed)) == 16
     assert updater.fits >= 2
     updater.scorer.model.save(tmp_path / "m.json")
     warm, up2 = guided_search(TASK, pretrained=tmp_path / "m.json", seed=1)
