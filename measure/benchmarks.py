@@ -96,9 +96,13 @@ def throughput(args: argparse.Namespace) -> dict:
             with LocalRunner(LocalRunnerOptions(protocol=TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20))) as r:
                 res = r.run(inputs)
             el = time.perf_counter() - t0
-            out[phase] = {"seconds": el, "per_minute": 60 * len(inputs) / el, "ok": sum(x.ok for x in res)}
+            import statistics
+            cs = [x.compile_seconds for x in res if x.compile_seconds is not None]
+            out[phase] = {"seconds": el, "per_minute": 60 * len(inputs) / el, "ok": sum(x.ok for x in res),
+                          "median_compile_s": statistics.median(cs) if cs else None}
             print(f"{phase} cache: {len(inputs)} candidates in {el:.1f} s = {60 * len(inputs) / el:.1f} per minute "
-                  f"({out[phase]['ok']} ok)")
+                  f"({out[phase]['ok']} ok); median compile (or cache load) per candidate "
+                  f"{out[phase]['median_compile_s'] or 0:.2f} s")
     return out
 
 

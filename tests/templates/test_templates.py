@@ -8,6 +8,7 @@ later are tested without touching this file. Shapes are drawn per dimension name
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import numpy as np
@@ -25,6 +26,7 @@ from tests.helpers import assert_close
 # user templates into the same dict at run time; those are not part of the library)
 NAMES = sorted(n for n, t in TEMPLATES.items() if getattr(t.define, "__module__", "").startswith("templates"))
 IMAGE = {"H", "W"}
+EXAMPLES = int(os.environ.get("AUTOTUNE_TEMPLATE_EXAMPLES", "3"))  # per template and dtype; raise for a longer hunt
 
 
 def shapes(tpl) -> st.SearchStrategy[dict]:
@@ -81,7 +83,7 @@ def check(tpl_name: str, shape: dict, dtype: str, seed: int, in_hypothesis: bool
     np.testing.assert_array_equal(k(*inputs), got)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32"])  # float64 is covered by the random configs below
 @pytest.mark.parametrize("name", NAMES)
 def test_default_config_at_awkward_shape(name, dtype):
     """One deterministic example per template: the first sampled config at a small odd shape."""
@@ -100,7 +102,7 @@ def test_default_config_at_awkward_shape(name, dtype):
 def test_random_configs_match_reference(name, dtype):
     tpl = TEMPLATES[name]
 
-    @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.filter_too_much])
     @given(shape=shapes(tpl), seed=st.integers(0, 2**31 - 1))
     def run(shape, seed):

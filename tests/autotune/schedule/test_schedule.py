@@ -434,7 +434,7 @@ def _lowers(s: Schedule) -> bool:
 FUZZ = int(os.environ.get("AUTOTUNE_FUZZ_EXAMPLES", "0"))  # raise for a longer hunt
 
 
-@settings(max_examples=FUZZ or 25)
+@settings(max_examples=FUZZ or 15)
 @given(st.data())
 def test_fuzz_matmul(data):
     out = matmul(M=13, N=11, K=9)
@@ -444,7 +444,7 @@ def test_fuzz_matmul(data):
     fuzz(data, out, [a, b], a @ b, 9)
 
 
-@settings(max_examples=FUZZ or 15)
+@settings(max_examples=FUZZ or 10)
 @given(st.data())
 def test_fuzz_dense_relu(data):
     out = dense_relu(M=9, N=13, K=7)
