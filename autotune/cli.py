@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-progress", action="store_true")
 
     et = sub.add_parser("evaluate-tiles", help="TPU tile selection: APE of learned vs analytical models")
-    et.add_argument("--kernels", type=int, default=90, help="random kernels (ResNet, BERT, EfficientNet-like)")
+    et.add_argument("--kernels", type=int, default=300, help="random kernels (ResNet, BERT, EfficientNet-like)")
     et.add_argument("--seed", type=int, default=0)
     et.add_argument("--models", default="analytical,xgb,lgbm,gnn,random")
     et.add_argument("--search-kernels", type=int, default=10, help="held-out kernels tuned with guided search")

@@ -6,7 +6,7 @@ Processing Units": for each held-out kernel a model picks the tile config it ran
 over the held-out kernels (plus the per-kernel median, top-5 error and Kendall tau). Splits: a
 random split of kernels, and by model family (train on two families, test on the third).
 
-    autotune evaluate-tiles --kernels 90 [--export DIR] [--json OUT]
+    autotune evaluate-tiles --kernels 300 [--export DIR] [--json OUT]
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def generate(n_kernels: int, seed: int = 0, core: str = "v4") -> list[KernelData
 
 def dataset(kernels: Sequence[KernelData], max_configs: int | None = None, seed: int = 0) -> Dataset:
     rng = np.random.default_rng(seed)
-    ds = Dataset(X=np.zeros((0, 30), np.float32))
+    ds = Dataset(X=np.zeros((0, kernels[0].X.shape[1] if kernels else 30), np.float32))
     for k in kernels:
         idx = np.arange(len(k.configs))
         if max_configs and len(idx) > max_configs:

@@ -13,6 +13,8 @@ The knob [fuse] picks how the epilogue meets the matmul:
 - "block": D is computed at the output's (ic, jc) block loop into a local [mc, nc] buffer, with
   the matmul blocking inside it (kc blocks, packed panels, stack accumulator tile); the epilogue
   then reads the block while it is still in cache. The outermost block loop runs over threads.
+  Each block packs the W panels it needs (W is re-packed once per row block: cheap when mc is
+  large). "block_prepacked": the same, with W packed once, whole, before the main loop.
 - "tile": D is computed at the output's register-tile loop into an [mr, nr] buffer on the stack
   (the accumulator tile itself), over the whole K; the epilogue reads it right away. W (and A,
   with [pack_a]) are packed once, whole, before the main loop.
@@ -42,7 +44,7 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
     M, N, K = shape["M"], shape["N"], shape["K"]
     vec = 16 if dtype == "float32" else 8
     return ConfigSpace([
-        ChoiceKnob("fuse", ["block", "tile", "none"]),
+        ChoiceKnob("fuse", ["block", "block_prepacked", "tile", "none"]),
         ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
         ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
         ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
@@ -101,12 +103,13 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     # the output's blocks and register tiles
     s.split("out", "j", nc, "jc", "jn")
     s.split("out", "i", mc, "ic", "im")
-    if fuse == "block":
+    if fuse in ("block", "block_prepacked"):
         s.reorder("out", *blocks, "im", "jn")
         s.vectorize("out", "jn")
         s.compute_at("D", "out", blocks[1])
         _register_tiles(s, cfg, mr, nr, kc, "j", "i", ("kc",))
-        s.compute_at("Wp", "D", "kc")
+        if fuse == "block":
+            s.compute_at("Wp", "D", "kc")
         if cfg["pack_a"]:
             s.compute_at("Ap", "D", "kc")
             s.reorder("Ap", "p_o", "p_i", "d1")

@@ -6,6 +6,9 @@ steps, VMEM fraction, log2 bytes of the A/B/C blocks, log2 total DMA bytes with 
 log2 flops, padding waste, log2 arithmetic intensity, log2 fetch periods of A and B,
 elementwise ops, row reduction, window reuse.
 Kernel part: log2 of B, M, N, K, and log2 of the roofline compute and memory seconds.
+Relative part (scale-free): log2 of the padded MXU time, the granule-rounded DMA time and the
+per-step overhead over all steps, each over the roofline estimate; log2 of per-step compute over
+per-step DMA; log2 of the overlapped step time over the roofline estimate.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import math
 
 import numpy as np
 
-from measure.tpu_emulator import PRESETS, TiledKernel, _period, vmem_usage
+from measure.tpu_emulator import PRESETS, TiledKernel, _period, step_compute_seconds, vmem_usage
 
 CONFIG_FEAT = 24
 ROOFLINE_COLS = (28, 29)  # log2 compute seconds, log2 memory seconds
@@ -56,7 +59,15 @@ def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
     comp, mem = roofline(k)
     kern = [_l2(s.get("B", 1)), _l2(s.get("M", a.shape[0])), _l2(s.get("N", c.shape[1])), _l2(a.shape[1]),
             math.log2(comp), math.log2(mem)]
-    return np.asarray(cf + kern, np.float32)
+    # per-step ingredients, relative to the roofline (scale-free, so they transfer across kernel sizes)
+    step_c = step_compute_seconds(k, CORE)
+    g, ov = CORE.dma_granule_bytes, CORE.dma_row_overhead_bytes
+    step_d = sum((n // _period(x.axes, k.grid)) * x.dma_bytes(g, ov) for x in (a, b, c)) / n / (CORE.hbm_gbps * 1e9)
+    over = CORE.step_overhead_us * 1e-6
+    best = max(comp, mem)
+    rel = [math.log2(n * step_c / best), math.log2(n * step_d / best), math.log2(n * over / best),
+           math.log2(step_c / max(step_d, 1e-12)), math.log2(n * max(step_c, step_d) / best)]
+    return np.asarray(cf + kern + rel, np.float32)
 
 
 def tpu_graph(task, cfg):  # type: ignore[no-untyped-def]
