@@ -81,7 +81,10 @@ class Template:
                 raise ShapeError(f"{self.name}: {k} must be a positive integer, got {v!r}")
             if v > MAX_ELEMENTS:
                 raise ShapeError(f"{self.name}: {k}={v} is too large (at most {MAX_ELEMENTS})")
-        out = {k: int(v) for k, v in out.items()}
+        # one canonical order (declared dims, then extra dims, then any others by name): task keys
+        # must not depend on how the user ordered a mapping
+        order = list(self.dims) + [k for k in self.extra_dims if k not in self.dims]
+        out = {k: int(out[k]) for k in order + sorted(set(out) - set(order)) if k in out}
         self.check(out)
         return out
 

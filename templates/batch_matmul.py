@@ -86,7 +86,12 @@ def reference(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     return np.matmul(A, B)
 
 
+def torch_reference(A, B):  # type: ignore[no-untyped-def]
+    import torch
+    return torch.bmm(A, B)
+
+
 TEMPLATE = Template(
     name="batch_matmul", description="C[B,M,N] = A[B,M,K] @ B[B,K,N] (a matmul per batch index)",
     dims=("B", "M", "N", "K"), define=define, space=space, schedule=schedule, reference=reference,
-    flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"], default_shape="8x128x128x128")
+    flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"], default_shape="8x128x128x128", torch_reference=torch_reference)

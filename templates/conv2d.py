@@ -170,6 +170,11 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
+def torch_reference(X, W, stride=1, pad=0, dilation=1):  # type: ignore[no-untyped-def]
+    import torch.nn.functional as F
+    return F.conv2d(X, W, stride=stride, padding=pad, dilation=dilation)
+
+
 TEMPLATE = Template(
     name="conv2d", description="Y[N,K,OH,OW] = conv2d(X[N,C,H,W], W[K,C,R,S]), NCHW, stride/pad/dilation",
     dims=("N", "C", "H", "W", "K", "R", "S"), extra_dims={"stride": 1, "pad": 0, "dilation": 1},
@@ -177,4 +182,4 @@ TEMPLATE = Template(
     flops=lambda s: 2.0 * s["N"] * s["K"] * s["C"] * s["R"] * s["S"]
     * out_size(s["H"], s["R"], s["stride"], s["pad"], s["dilation"])
     * out_size(s["W"], s["S"], s["stride"], s["pad"], s["dilation"]),
-    default_shape="1x64x56x56x64x3x3x1x1")
+    default_shape="1x64x56x56x64x3x3x1x1", torch_reference=torch_reference)

@@ -145,7 +145,12 @@ def flops(shape: Shape) -> float:
     return 2.0 * M * N * K + 2.0 * M * N
 
 
+def torch_reference(A, W, bias):  # type: ignore[no-untyped-def]
+    import torch
+    return torch.relu(torch.addmm(bias, A, W))
+
+
 TEMPLATE = Template(
     name="dense_bias_relu", description="out[M,N] = relu(A[M,K] @ W[K,N] + bias[N]), matmul and epilogue fused",
     dims=("M", "N", "K"), define=define, space=space, schedule=schedule, reference=reference,
-    flops=flops, default_shape="256x256x256")
+    flops=flops, default_shape="256x256x256", torch_reference=torch_reference)

@@ -97,6 +97,11 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
     return out
 
 
+def torch_reference(X, W, stride=1, pad=0, dilation=1):  # type: ignore[no-untyped-def]
+    import torch.nn.functional as F
+    return F.conv2d(X, W[:, None], stride=stride, padding=pad, dilation=dilation, groups=X.shape[1])
+
+
 TEMPLATE = Template(
     name="depthwise_conv2d",
     description="Y[N,C,OH,OW] = depthwise conv2d(X[N,C,H,W], W[C,R,S]), NCHW, stride/pad/dilation",
@@ -105,4 +110,4 @@ TEMPLATE = Template(
     flops=lambda s: 2.0 * s["N"] * s["C"] * s["R"] * s["S"]
     * out_size(s["H"], s["R"], s["stride"], s["pad"], s["dilation"])
     * out_size(s["W"], s["S"], s["stride"], s["pad"], s["dilation"]),
-    default_shape="1x64x56x56x3x3x1x1")
+    default_shape="1x64x56x56x3x3x1x1", torch_reference=torch_reference)

@@ -71,8 +71,13 @@ def reference(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
     return ((x - mean) / np.sqrt(var + x.dtype.type(EPS)) * gamma + beta).astype(x.dtype)
 
 
+def torch_reference(x, gamma, beta):  # type: ignore[no-untyped-def]
+    import torch.nn.functional as F
+    return F.layer_norm(x, (x.shape[1],), gamma, beta, eps=1e-5)
+
+
 TEMPLATE = Template(
     name="layernorm", description="y[M,N] = layer normalization of x[M,N] over each row, scaled by gamma[N], "
                                   "shifted by beta[N] (eps 1e-5)",
     dims=("M", "N"), define=define, space=space, schedule=schedule, reference=reference,
-    flops=lambda s: 8.0 * s["M"] * s["N"], default_shape="4096x1024")
+    flops=lambda s: 8.0 * s["M"] * s["N"], default_shape="4096x1024", torch_reference=torch_reference)

@@ -145,7 +145,12 @@ def reference(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def torch_reference(x):  # type: ignore[no-untyped-def]
+    import torch
+    return torch.softmax(x, dim=1)
+
+
 TEMPLATE = Template(
     name="softmax", description="y[M,N] = softmax(x[M,N]) over each row (numerically stable)",
     dims=("M", "N"), define=define, space=space, schedule=schedule, reference=reference,
-    flops=lambda s: 5.0 * s["M"] * s["N"], default_shape="4096x1024")
+    flops=lambda s: 5.0 * s["M"] * s["N"], default_shape="4096x1024", torch_reference=torch_reference)
