@@ -159,7 +159,7 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
         tmp = tempfile.NamedTemporaryFile(prefix="autotune-bench-", suffix=".jsonl", delete=False)
         tmp.close()
         log = tmp.name
-    presets = candidate_configs(task, 0, options.seed) if task.template.presets else []
+    presets = candidate_configs(task, 0, options.seed) if task.template.presets and options.trials else []
     from autotune.progress import TuneProgress
     progress = TuneProgress(task, options.trials) if options.progress else None
     try:

@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="find the best config and time it against NumPy/torch in one run")
     task_args(bench)
-    bench.add_argument("--trials", type=int, default=16, help="configs to try (presets first, then random)")
+    bench.add_argument("--trials", type=int, default=16,
+                       help="configs to tune (presets first); 0 with --log re-times the log's best")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--rounds", type=int, default=3, help="alternating timing blocks for the comparison")
     bench.add_argument("--log", help="tuning log to reuse and extend (default: a temporary one)")
@@ -165,8 +166,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from autotune.bench import BenchOptions, format_result, run_bench
     task = _task(args)
-    if args.trials < 1:
-        raise AutotuneError(f"--trials must be >= 1, got {args.trials}")
+    if args.trials < 0 or (args.trials == 0 and not args.log):
+        raise AutotuneError(f"--trials must be >= 1 (or 0 with --log: re-time the log's best), got {args.trials}")
     opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=max(1, args.rounds),
                         progress=not args.no_progress and sys.stderr.isatty())
     result = run_bench(task, opts, log=args.log, strategy=args.strategy)
