@@ -179,7 +179,9 @@ class LocalRunner:
                     w.send(self._payload(inputs[i], "compile"))
                     busy[slot] = (i, time.monotonic() + self.options.compile_timeout)
             fds = [self._compilers[s] for s in busy]
-            select.select([w.fileno() for w in fds if not w.buf], [], [], 0.5) if all(not w.buf for w in fds) else None
+            if fds and all(not w.buf for w in fds):  # wait for a reply, at most until the nearest deadline
+                wait = max(0.0, min(d for _, d in busy.values()) - time.monotonic())
+                select.select([w.fileno() for w in fds], [], [], min(wait, 0.5))
             for slot in list(busy):
                 w = self._compilers[slot]
                 i, deadline = busy[slot]

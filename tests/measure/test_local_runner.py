@@ -43,6 +43,7 @@ def test_the_runner_keeps_working_after_failures(runner: LocalRunner) -> None:
 
 
 def test_compile_timeout_is_recorded() -> None:
+    task = Task.create("faulty", {"N": 71, "mode": ft.OK}, threads=1)  # a kernel no other test compiles
     with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:
-        (res,) = r.run([inp(ft.OK, 4)])
+        (res,) = r.run([MeasureInput(task, Config({"split": 4}))])
     assert res.error is ErrorKind.COMPILE_TIMEOUT
