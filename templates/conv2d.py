@@ -145,14 +145,19 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     s.unroll("Y", "ohi")
     s.unroll("Y", "owi")
     s.vectorize("Y", "ki")
+    place_padding_and_threads(s, cfg, par, outer[0])
+    return CodegenOptions()
+
+
+def place_padding_and_threads(s: Schedule, cfg: Config, par: str, outermost: str) -> None:
+    """Where the padded input Xp is computed ([pad_at]), and the parallel outermost loop."""
     if "Xp" in s.stages:
         if cfg["pad_at"] == "inline":
             s.compute_inline("Xp")
         elif cfg["pad_at"] == "rows":
             s.compute_at("Xp", "Y", "oho")
     if par != "none":
-        s.parallel("Y", outer[0])
-    return CodegenOptions()
+        s.parallel("Y", outermost)
 
 
 def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilation: int = 1) -> np.ndarray:

@@ -20,7 +20,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
-from templates.conv2d import conv_geometry, out_size, padded_input
+from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
 from templates.matmul import _fit
 
 
@@ -72,13 +72,7 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
         s.unroll("Y", "rs")
     s.unroll("Y", "ohi")
     s.vectorize("Y", "owi")
-    if "Xp" in s.stages:
-        if cfg["pad_at"] == "inline":
-            s.compute_inline("Xp")
-        elif cfg["pad_at"] == "rows":
-            s.compute_at("Xp", "Y", "oho")
-    if par != "none":
-        s.parallel("Y", outer[0])
+    place_padding_and_threads(s, cfg, par, outer[0])
     return CodegenOptions()
 
 

@@ -20,8 +20,9 @@ import numpy as np
 
 from autotune.ir import te
 from autotune.schedule import Schedule
-from autotune.space import ChoiceKnob, Config, ConfigSpace
+from autotune.space import Config
 from templates.base import CodegenOptions, Shape, Template
+from templates.softmax import row_space
 
 EPS = 1e-5
 
@@ -41,14 +42,7 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: (x[i, j] - sb[i] * inv_n) * rs[i] * gamma[j] + beta[j], name="y")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
-    M = shape["M"]
-    rows = sorted({r for r in (1, 2, 4, 8, 16) if r <= M} | {min(M, 16)})
-    return ConfigSpace([
-        ChoiceKnob("rows", rows),                        # rows per block
-        ChoiceKnob("attach", ["block", "row"]),          # where the row statistics are computed
-        ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
-    ])
+space = row_space  # the knobs of a row-wise op: rows per block, where statistics go, parallel
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:

@@ -117,7 +117,8 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: exp_nonpos(x[i, j] - mxb[i], dtype) / s[i], name="y")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+    """Knobs of a row-wise operator (softmax, layernorm)."""
     M = shape["M"]
     rows = sorted({r for r in (1, 2, 4, 8, 16) if r <= M} | {min(M, 16)})
     return ConfigSpace([
@@ -125,6 +126,9 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
         ChoiceKnob("attach", ["block", "row"]),          # where the row statistics are computed
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
     ])
+
+
+space = row_space
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
