@@ -275,6 +275,20 @@ class ConfigSpace:
     def sample(self, rng: random.Random) -> Config:
         return Config({k.name: rng.choice(k.values()) for k in self.knobs})
 
+    def sample_new(self, rng: random.Random, exclude: set[Config] | frozenset[Config], n: int) -> list[Config]:
+        """Up to n distinct random configs not in `exclude` (bounded tries: a nearly exhausted
+        space may give fewer)."""
+        out: list[Config] = []
+        taken: set[Config] = set()
+        tries = 0
+        while len(out) < n and len(exclude) + len(out) < len(self) and tries < 100 * n + 100:
+            tries += 1
+            cfg = self.sample(rng)
+            if cfg not in exclude and cfg not in taken:
+                taken.add(cfg)
+                out.append(cfg)
+        return out
+
     def encode(self, cfg: Config) -> list[float]:
         out: list[float] = []
         for k in self.knobs:

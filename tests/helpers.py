@@ -15,3 +15,24 @@ def tolerance(dtype: str, reduction: int = 1) -> dict[str, float]:
 def assert_close(got: np.ndarray, want: np.ndarray, dtype: str, reduction: int = 1) -> None:
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
     np.testing.assert_allclose(got, want, **tolerance(dtype, reduction))
+
+
+def blis_like(out):  # type: ignore[no-untyped-def]
+    """A BLIS-like schedule of a matmul C = A @ B: packed A and B panels, a 4x8 accumulator on
+    the stack, the packs computed at the kc and ir loops, parallel jc."""
+    from autotune.schedule import Schedule
+    s = Schedule(out)
+    s.pack("B", 1, 8, "Bp")
+    s.pack("A", 0, 4, "Ap")
+    s.split("C", "j", 16, "jc", "jn")
+    s.split("C", "jn", 8, "jr", "ji")
+    s.split("C", "k", 8, "kc", "kk")
+    s.split("C", "i", 4, "ir", "ii")
+    s.reorder("C", "jc", "kc", "ir", "jr", "kk", "ii", "ji")
+    s.cache_write("C", "jr")
+    s.unroll("C", "ii")
+    s.vectorize("C", "ji")
+    s.compute_at("Bp", "C", "kc")
+    s.compute_at("Ap", "C", "ir")
+    s.parallel("C", "jc")
+    return s

@@ -32,11 +32,8 @@ class SimulatedAnnealing:
         self.current_cost = math.inf
 
     def _fresh(self) -> Config | None:
-        for _ in range(200):
-            c = self.space.sample(self.rng)
-            if c not in self.seen:
-                return c
-        return None
+        got = self.space.sample_new(self.rng, self.seen, 1)
+        return got[0] if got else None
 
     def propose(self, n: int) -> list[Config] | None:
         out: list[Config] = []

@@ -76,11 +76,9 @@ class OptunaSearch:
             self.seen.add(cfg)
             self.pending[cfg] = trial
             out.append(cfg)
-        while len(out) < n and len(self.seen) < len(self.space):  # sampler stuck on repeats: explore
-            cfg = self.space.sample(self.rng)
-            if cfg not in self.seen:
-                self.seen.add(cfg)
-                out.append(cfg)
+        extra = self.space.sample_new(self.rng, self.seen, n - len(out))  # sampler stuck on repeats: explore
+        self.seen.update(extra)
+        out += extra
         return out or None
 
     def update(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:

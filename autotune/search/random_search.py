@@ -28,15 +28,8 @@ class RandomSearch:
         self.seen: set[Config] = set()
 
     def propose(self, n: int) -> list[Config] | None:
-        out: list[Config] = []
-        size = len(self.space)
-        tries = 0
-        while len(out) < n and len(self.seen) < size and tries < 100 * n + 100:
-            tries += 1
-            cfg = self.space.sample(self.rng)
-            if cfg not in self.seen:
-                self.seen.add(cfg)
-                out.append(cfg)
+        out = self.space.sample_new(self.rng, self.seen, n)
+        self.seen.update(out)
         return out or None
 
     def update(self, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:

@@ -23,7 +23,7 @@ import pytest
 from autotune.codegen import build, generate_source
 from autotune.ir import te
 from autotune.schedule import Schedule
-from tests.helpers import assert_close
+from tests.helpers import assert_close, blis_like
 
 GOLDEN = Path(__file__).parent / "golden"
 REPO = Path(__file__).resolve().parents[3]
@@ -38,21 +38,7 @@ def matmul(M, N, K):
 
 def g_matmul_packed():
     """BLIS-like 37x29x23: packed A and B panels, a 4x8 accumulator on the stack, parallel jc."""
-    s = Schedule(matmul(37, 29, 23))
-    s.pack("B", 1, 8, "Bp")
-    s.pack("A", 0, 4, "Ap")
-    s.split("C", "j", 16, "jc", "jn")
-    s.split("C", "jn", 8, "jr", "ji")
-    s.split("C", "k", 8, "kc", "kk")
-    s.split("C", "i", 4, "ir", "ii")
-    s.reorder("C", "jc", "kc", "ir", "jr", "kk", "ii", "ji")
-    s.cache_write("C", "jr")
-    s.unroll("C", "ii")
-    s.vectorize("C", "ji")
-    s.compute_at("Bp", "C", "kc")
-    s.compute_at("Ap", "C", "ir")
-    s.parallel("C", "jc")
-    return s
+    return blis_like(matmul(37, 29, 23))
 
 
 def g_elementwise():

@@ -17,7 +17,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
 from autotune.schedule.schedule import MAX_UNROLL
-from tests.helpers import assert_close
+from tests.helpers import assert_close, blis_like
 
 
 def matmul(M=37, N=29, K=23, dtype="float32"):
@@ -274,24 +274,6 @@ def test_rejected_tile_leaves_schedule_unchanged():
 # ---------------------------------------------------------------------------------------------
 # traces and determinism
 # ---------------------------------------------------------------------------------------------
-def blis_like(out: te.Tensor) -> Schedule:
-    s = Schedule(out)
-    s.pack("B", 1, 8, "Bp")
-    s.pack("A", 0, 4, "Ap")
-    s.split("C", "j", 16, "jc", "jn")
-    s.split("C", "jn", 8, "jr", "ji")
-    s.split("C", "k", 8, "kc", "kk")
-    s.split("C", "i", 4, "ir", "ii")
-    s.reorder("C", "jc", "kc", "ir", "jr", "kk", "ii", "ji")
-    s.cache_write("C", "jr")
-    s.unroll("C", "ii")
-    s.vectorize("C", "ji")
-    s.compute_at("Bp", "C", "kc")
-    s.compute_at("Ap", "C", "ir")
-    s.parallel("C", "jc")
-    return s
-
-
 def test_trace_replay_gives_identical_source():
     out = matmul()
     s = blis_like(out)
