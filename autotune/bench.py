@@ -145,13 +145,14 @@ def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, .
     return out
 
 
-def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str) -> list[Candidate]:
+def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str,
+                    cost_model: str | None = None, pretrained: str | None = None) -> list[Candidate]:
     """Tune with the real tuner (isolated workers, parallel compiles), presets first; return every
     measurement of the task in the log (a reused log counts)."""
     import tempfile
 
+    from autotune.cost_model.guided import make_search
     from autotune.records import RecordLog, load_records
-    from autotune.search import make_strategy
     from autotune.tuner import Tuner, TuneOptions
     from measure.local import LocalRunner, LocalRunnerOptions
     tmp = None
@@ -165,8 +166,10 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
     try:
         with LocalRunner(LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed)) as runner, \
                 (progress or contextlib.nullcontext()):
-            Tuner(task, make_strategy(strategy, task.space(), options.seed), runner, RecordLog(log),
-                  callbacks=[progress.update] if progress else [], initial=presets).run(
+            search, callbacks = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained,
+                                            seed=options.seed)
+            Tuner(task, search, runner, RecordLog(log),
+                  callbacks=callbacks + ([progress.update] if progress else []), initial=presets).run(
                 TuneOptions(trials=options.trials, batch=8))
         out = []
         space = task.space()
@@ -181,11 +184,12 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
 
 
 def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | None = None,
-              strategy: str = "evolutionary") -> BenchResult:
+              strategy: str = "evolutionary", cost_model: str | None = None,
+              pretrained: str | None = None) -> BenchResult:
     """Tune (or reuse a log), then time the best kernel and the baselines in alternating blocks of
-    the same run."""
+    the same run. cost_model / pretrained: model-guided evolutionary search instead of `strategy`."""
     t0 = time.perf_counter()
-    cands = tune_candidates(task, options, log, strategy)
+    cands = tune_candidates(task, options, log, strategy, cost_model, pretrained)
     tuning = time.perf_counter() - t0
     ok = [c for c in cands if c.seconds is not None]
     if not ok:

@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=3, help="alternating timing blocks for the comparison")
     bench.add_argument("--log", help="tuning log to reuse and extend (default: a temporary one)")
     bench.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES))
+    bench.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random"], default=None,
+                       help="steer the evolutionary search with a cost model refitted every batch")
+    bench.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
     bench.add_argument("--json", dest="json_out", help="write the result as JSON to this file")
     bench.add_argument("--no-progress", action="store_true")
     tn = sub.add_parser("tune", help="tune an operator at a shape, logging every measurement")
@@ -170,7 +173,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise AutotuneError(f"--trials must be >= 1 (or 0 with --log: re-time the log's best), got {args.trials}")
     opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=max(1, args.rounds),
                         progress=not args.no_progress and sys.stderr.isatty())
-    result = run_bench(task, opts, log=args.log, strategy=args.strategy)
+    result = run_bench(task, opts, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
+                       pretrained=args.pretrained)
     print(format_result(result))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result.to_json(), indent=2) + "\n")
@@ -180,19 +184,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.records import RecordLog
-    from autotune.search import make_strategy
     from autotune.tuner import Tuner, TuneOptions
     from measure.local import LocalRunner
     task = _task(args)
     if args.trials < 1 or args.batch < 1:
         raise AutotuneError("--trials and --batch must be >= 1")
-    callbacks = []
-    if args.cost_model or args.pretrained:
-        from autotune.cost_model.guided import guided_search
-        strategy, updater = guided_search(task, args.cost_model or "xgb", pretrained=args.pretrained, seed=args.seed)
-        callbacks.append(updater)
-    else:
-        strategy = make_strategy(args.strategy, task.space(), seed=args.seed)
+    from autotune.cost_model.guided import make_search
+    strategy, callbacks = make_search(task, strategy=args.strategy, cost_model=args.cost_model,
+                                      pretrained=args.pretrained, seed=args.seed)
     show = not args.no_progress and sys.stderr.isatty()
     from autotune.progress import TuneProgress
     with LocalRunner() as runner, TuneProgress(task, args.trials, show) as progress:

@@ -3,27 +3,35 @@
     python -m measure.benchmarks spread --op matmul --shape 1024x1024x1024 --processes 10 [--config JSON]
     python -m measure.benchmarks throughput --op matmul --shape 512x512x512 --trials 16
     python -m measure.benchmarks ray-scaling --op matmul --shape 256x256x256 --trials 16
+    python -m measure.benchmarks search-efficiency --long 128 --trials 64 --plot curves.png
+    python -m measure.benchmarks model-accuracy --workdir search-efficiency
 
 `ray-scaling` compares 1 vs 2 compile workers and the Ray runner with the local one.
-`spread` re-measures one kernel in N separate processes, one after another, and reports the
-relative spread (max/min) of their medians. `throughput` measures candidates per minute with a
-cold compile cache and again with a warm one (the same configs, a new runner each time).
+`spread` re-measures one kernel in N separate processes, one after another (15 samples each,
+100 ms apart), and reports the relative spread (max/min) across processes of their median
+times and of their minimum times. `throughput` measures candidates per minute with a cold
+compile cache and again with a warm one (the same configs, a new runner each time).
+`search-efficiency` counts the trials searches need to reach 95% of the best a long random
+search found; `model-accuracy` scores cost models on held-out tasks of its logs.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 from measure.timing import TimingProtocol
 
-PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=7, min_repeat_ms=100)
+PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100)
 
 
 def _once(args: argparse.Namespace) -> None:
@@ -40,7 +48,7 @@ def _once(args: argparse.Namespace) -> None:
     if not chk.ok:
         raise SystemExit(f"wrong answer: {chk.message}")
     t = time_callable(k.bind(*ins), PROTOCOL)
-    print(json.dumps({"median": t.median, "spread": t.spread, "compile_s": k.compile_seconds}))
+    print(json.dumps({"median": t.median, "min": t.min, "spread": t.spread, "compile_s": k.compile_seconds}))
 
 
 def spread(args: argparse.Namespace) -> dict:
@@ -53,19 +61,24 @@ def spread(args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    medians = []
+    medians: list[float] = []
+    mins: list[float] = []
     for i in range(args.processes):
         out = subprocess.run([sys.executable, "-m", "measure.benchmarks", "_once", "--op", args.op, "--shape",
                               args.shape, "--dtype", args.dtype, "--threads", str(task.threads), "--config",
                               json.dumps(cfg.to_json())], env=env, capture_output=True, text=True, check=True)
-        medians.append(json.loads(out.stdout.strip().splitlines()[-1])["median"])
+        rec = json.loads(out.stdout.strip().splitlines()[-1])
+        medians.append(rec["median"])
+        mins.append(rec["min"])
         time.sleep(0.5)
     fl = task.flops()
     gf = [fl / m / 1e9 for m in medians]
     res = {"task": task.key(), "threads": task.threads, "config": cfg.to_json(), "processes": args.processes,
-           "gflops": gf, "min_gflops": min(gf), "max_gflops": max(gf), "spread": max(medians) / min(medians)}
-    print(f"{task.key()} threads={task.threads}: {args.processes} processes, GFLOP/s min {min(gf):.1f} "
-          f"max {max(gf):.1f}, relative spread (max/min) {res['spread']:.3f}")
+           "gflops": gf, "min_gflops": min(gf), "max_gflops": max(gf), "spread": max(medians) / min(medians),
+           "spread_of_min": max(mins) / min(mins)}
+    print(f"{task.key()} threads={task.threads}: {args.processes} processes, GFLOP/s (of each median) min "
+          f"{min(gf):.1f} max {max(gf):.1f}, relative spread (max/min) of medians {res['spread']:.3f}, "
+          f"of per-process minimum times {res['spread_of_min']:.3f}")
     return res
 
 
@@ -96,7 +109,6 @@ def throughput(args: argparse.Namespace) -> dict:
             with LocalRunner(LocalRunnerOptions(protocol=TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20))) as r:
                 res = r.run(inputs)
             el = time.perf_counter() - t0
-            import statistics
             cs = [x.compile_seconds for x in res if x.compile_seconds is not None]
             out[phase] = {"seconds": el, "per_minute": 60 * len(inputs) / el, "ok": sum(x.ok for x in res),
                           "median_compile_s": statistics.median(cs) if cs else None}
@@ -150,17 +162,34 @@ def ray_scaling(args: argparse.Namespace) -> dict:
     return out
 
 
-def _trials_to(target: float, history: list[tuple[float, float]]) -> int | None:
-    for i, (_, best) in enumerate(history, 1):
+def _trials_to(target: float, bests: Sequence[float]) -> int | None:
+    """1-based index of the first trial whose best-so-far time is within the target, or None."""
+    for i, best in enumerate(bests, 1):
         if best <= target:
             return i
     return None
 
 
+def _running_best(seconds: Sequence[float]) -> list[float]:
+    out, b = [], math.inf
+    for s in seconds:
+        b = min(b, s)
+        out.append(b)
+    return out
+
+
+def _slug(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in key)
+
+
 def search_efficiency(args: argparse.Namespace) -> dict:
-    """Trials each search needs to reach 95% of the best GFLOP/s a long random search found:
-    random, model-guided evolutionary (xgb), and model-guided with a model pretrained on the
-    other tasks' logs. Tasks: --tasks "op:shape,op:shape,..."."""
+    """Trials each search needs to reach 95% of the best GFLOP/s a long random search found.
+
+    Random search: the expected number of trials, (n+1)/(k+1), for k of the n configs of the long
+    random search within the target (sampling without replacement), next to the trials its own
+    run took. Model-guided evolutionary search (xgb) from scratch, and with a model trained on
+    the other tasks' random logs (other shapes and operators): the trials their runs took.
+    Tasks: --tasks "op:shape,op:shape,..."; the long random logs in --workdir are reused."""
     from autotune.cost_model import Dataset, make_model
     from autotune.cost_model.guided import guided_search
     from autotune.records import RecordLog, load_records
@@ -172,44 +201,163 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     tasks = [Task.create(op, shape, args.dtype, args.threads) for op, shape in specs]
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    proto = TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20)
+    proto = TimingProtocol(warmup=1, repeat=5, min_repeat_ms=20)
     out: dict = {"long_random": args.long, "trials": args.trials, "tasks": {}}
+    curves: dict[str, dict[str, list[float]]] = {}
     with LocalRunner(LocalRunnerOptions(protocol=proto)) as runner:
         for t in tasks:  # the long random searches (resumable: their logs are kept)
-            log = RecordLog(work / f"random_{t.key().replace('|', '_')}.jsonl")
-            Tuner(t, make_strategy("random", t.space(), seed=100), runner, log).run(TuneOptions(trials=args.long))
+            log = RecordLog(work / f"random_{_slug(t.key())}.jsonl")
+            Tuner(t, make_strategy("random", t.space(), seed=100), runner, log).run(
+                TuneOptions(trials=args.long, early_stopping=None))
+        logs = {u.key(): load_records(work / f"random_{_slug(u.key())}.jsonl")[:args.long] for u in tasks}
         for t in tasks:
-            logs = {u.key(): load_records(work / f"random_{u.key().replace('|', '_')}.jsonl") for u in tasks}
-            best = min(r.seconds for r in logs[t.key()])
+            rand = [r.seconds for r in logs[t.key()]]
+            best = min(rand)
             target = best / 0.95
-            row: dict = {"best_gflops": t.flops() / best / 1e9}
-            hist = []
-            b = float("inf")
-            for r in logs[t.key()][:args.trials]:
-                b = min(b, r.seconds)
-                hist.append((0.0, b))
-            row["random"] = _trials_to(target, hist)
+            k = sum(s <= target for s in rand)
+            row: dict = {"best_gflops": t.flops() / best / 1e9, "random_n": len(rand), "random_within": k,
+                         "random": (len(rand) + 1) / (k + 1), "random_run": _trials_to(target, _running_best(rand))}
+            curves[t.key()] = {"random": _running_best(rand)}
             for name in ("xgb", "xgb_pretrained"):
                 pre = None
                 if name == "xgb_pretrained":
                     m = make_model("xgb")
-                    m.fit(Dataset.from_records([r for k, rs in logs.items() if k != t.key() for r in rs]))
-                    pre = str(work / f"pre_{t.key().replace('|', '_')}.json")
+                    t0 = time.perf_counter()
+                    m.fit(Dataset.from_records([r for key, rs in logs.items() if key != t.key() for r in rs]))
+                    row["pretrain_s"] = time.perf_counter() - t0
+                    pre = str(work / f"pre_{_slug(t.key())}.json")
                     m.save(pre)
                 strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=1)
-                res = Tuner(t, strategy, runner, RecordLog(work / f"{name}_{t.key().replace('|', '_')}.jsonl"),
-                            callbacks=[updater]).run(TuneOptions(trials=args.trials, batch=8))
-                row[name] = _trials_to(target, res.history)
+                glog = work / f"{name}_{_slug(t.key())}.jsonl"
+                glog.unlink(missing_ok=True)  # each run of the benchmark searches afresh
+                t0 = time.perf_counter()
+                res = Tuner(t, strategy, runner, RecordLog(glog), callbacks=[updater]).run(
+                    TuneOptions(trials=args.trials, batch=8, early_stopping=None))
+                row[f"{name}_wall_s"] = time.perf_counter() - t0
+                bests = [b for _, b in res.history]
+                row[name] = _trials_to(target, bests)
+                row[f"{name}_best_gflops"] = t.flops() / min(bests) / 1e9 if bests else None
+                curves[t.key()][name] = bests
+            for name in ("xgb", "xgb_pretrained"):
+                row[f"{name}_vs_random"] = row["random"] / row[name] if row[name] else None
             out["tasks"][t.key()] = row
-            print(f"{t.key():<40} best {row['best_gflops']:7.1f} GFLOP/s  trials to 95%: random {row['random']}  "
-                  f"guided {row['xgb']}  pretrained {row['xgb_pretrained']}")
+            print(f"{t.key():<44} best {row['best_gflops']:6.1f} GFLOP/s; trials to 95%: random {row['random']:.1f} "
+                  f"expected ({k} of {len(rand)} within; its run {row['random_run']}), guided {row['xgb']}, "
+                  f"pretrained {row['xgb_pretrained']}", flush=True)
+    rows = out["tasks"].values()
+    for name in ("xgb", "xgb_pretrained"):
+        ratios = [r[f"{name}_vs_random"] for r in rows]
+        got = [x for x in ratios if x is not None]
+        out[f"{name}_median_speedup"] = statistics.median(got) if len(got) == len(ratios) else None
+        out[f"{name}_reached"] = f"{len(got)}/{len(ratios)}"
+    if args.plot:
+        _plot_curves(curves, {t.key(): t.flops() for t in tasks}, out["tasks"], args.plot)
     return out
+
+
+def model_accuracy(args: argparse.Namespace) -> dict:
+    """Cost models on held-out tasks: train on the random-search logs of the other tasks in
+    --workdir (search-efficiency writes them), score the held-out task's configs, and report
+    Kendall tau, top-1 and top-5 scores and the training time. Two splits: leave one task out
+    (its other shape is in the training data) and leave one operator out (no config of that
+    operator is seen). Models: random, xgb, lgbm, gnn (a model whose library is missing is
+    skipped with a note)."""
+    from autotune.cost_model import Dataset, ModelError, make_model
+    from autotune.cost_model.evaluate import evaluate
+    from autotune.records import load_records
+    files = sorted(Path(args.workdir).glob("random_*.jsonl"))
+    if len(files) < 2:
+        raise SystemExit(f"{args.workdir}: need the random_*.jsonl logs of at least 2 tasks "
+                         "(run `python -m measure.benchmarks search-efficiency` first)")
+    per_task: dict[str, tuple[str, Dataset, Dataset]] = {}
+    for f in files:
+        recs = load_records(f)[:args.long]
+        if not recs:
+            continue
+        feats, graphs = Dataset.from_records(recs), Dataset.from_records(recs, graphs=True)
+        per_task[recs[0].key] = (recs[0].op, feats, graphs)
+
+    def union(keys: Sequence[str], graph: bool) -> Dataset:
+        d = Dataset()
+        for k in keys:
+            src = per_task[k][2 if graph else 1]
+            d.add(src.X, src.seconds, k, src.graphs if graph else None)
+        return d
+
+    models = [m for m in args.models.split(",") if m]
+    out: dict = {"tasks": list(per_task), "splits": {}}
+    for split in ("task", "operator"):
+        rows: dict[str, dict] = {m: {"tau": [], "top1": [], "top5": [], "train_s": []} for m in models}
+        for held in per_task:
+            op = per_task[held][0]
+            train = [k for k in per_task if k != held and (split == "task" or per_task[k][0] != op)]
+            if not train:
+                continue
+            for name in [m for m in models if m in rows]:
+                graph = name == "gnn"
+                try:
+                    model = make_model(name, seed=args.seed)
+                    t0 = time.perf_counter()
+                    model.fit(union(train, graph))
+                    train_s = time.perf_counter() - t0
+                except ModelError as e:
+                    print(f"{name}: skipped ({e})")
+                    rows.pop(name)
+                    continue
+                res = evaluate(model, union([held], graph))["tasks"].get(held)
+                if res is None:
+                    continue
+                r = rows[name]
+                r["tau"].append(res["kendall_tau"])
+                r["top1"].append(res["top1"])
+                r["top5"].append(res["top5"])
+                r["train_s"].append(train_s)
+                r.setdefault("per_task", {})[held] = {k: res[k] for k in ("kendall_tau", "top1", "top5")}
+        summary = {}
+        print(f"held out: one {split} at a time ({len(per_task)} tasks); medians over the held-out tasks")
+        print(f"  {'model':<8} {'tau':>6} {'top1':>6} {'top5':>6} {'train s':>8}")
+        for name, r in rows.items():
+            if not r["tau"]:
+                continue
+            summary[name] = {"kendall_tau": statistics.median(r["tau"]), "top1": statistics.median(r["top1"]),
+                             "top5": statistics.median(r["top5"]), "train_s": statistics.median(r["train_s"]),
+                             "per_task": r.get("per_task", {})}
+            m = summary[name]
+            print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
+        out["splits"][split] = summary
+    return out
+
+
+def _plot_curves(curves: dict, flops: dict, rows: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    n = len(curves)
+    cols = min(3, n)
+    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(5 * cols, 3.6 * ((n + cols - 1) // cols)),
+                             squeeze=False)
+    for ax, (key, cs) in zip(axes.flat, curves.items()):
+        for name, bests in cs.items():
+            ax.plot(range(1, len(bests) + 1), [flops[key] / b / 1e9 if math.isfinite(b) else 0 for b in bests],
+                    label=name)
+        ax.axhline(0.95 * rows[key]["best_gflops"], color="grey", ls=":", lw=1, label="95% of random's best")
+        ax.set_xscale("log")
+        ax.set_title(key.replace("|", " "), fontsize=8)
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best GFLOP/s")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m measure.benchmarks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("spread", "throughput", "ray-scaling", "search-efficiency", "_once"):
+    for name in ("spread", "throughput", "ray-scaling", "search-efficiency", "model-accuracy", "_once"):
         sp = sub.add_parser(name)
         sp.add_argument("--op", default="matmul")
         sp.add_argument("--shape", default="1024x1024x1024")
@@ -224,13 +372,15 @@ def main(argv: list[str] | None = None) -> int:
                                            "conv2d:1x64x14x14x64x3x3x1x1,batch_matmul:8x128x128x128,"
                                            "batch_matmul:4x256x64x256")
         sp.add_argument("--long", type=int, default=128, help="trials of the long random search")
+        sp.add_argument("--plot", default=None, help="search-efficiency: write the tuning curves here (PNG)")
         sp.add_argument("--workdir", default="search-efficiency")
+        sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")
     args = p.parse_args(argv)
     if args.cmd == "_once":
         _once(args)
         return 0
     res = {"spread": spread, "throughput": throughput, "ray-scaling": ray_scaling,
-           "search-efficiency": search_efficiency}[args.cmd](args)
+           "search-efficiency": search_efficiency, "model-accuracy": model_accuracy}[args.cmd](args)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
     return 0

@@ -29,6 +29,7 @@ class TimingProtocol:
     min_repeat_ms: float = 50.0
     flush_cache: bool = False
     flush_bytes: int = 64 << 20
+    pause_ms: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("warmup", "number", "repeat"):
@@ -36,8 +37,9 @@ class TimingProtocol:
             if not isinstance(v, int) or v < (0 if name == "warmup" else 1):
                 raise ValueError(f"TimingProtocol.{name} must be a {'non-negative' if name == 'warmup' else 'positive'} "
                                  f"integer, got {v!r}")
-        if self.min_repeat_ms < 0:
-            raise ValueError(f"TimingProtocol.min_repeat_ms must be >= 0, got {self.min_repeat_ms}")
+        for name in ("min_repeat_ms", "pause_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"TimingProtocol.{name} must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,9 @@ def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingPro
             number = max(number * 2, int(number * protocol.min_repeat_ms / max(el * 1000, 1e-3) * 1.1))
     flush = _flusher(protocol.flush_bytes) if protocol.flush_cache else None
     samples = []
-    for _ in range(protocol.repeat):
+    for i in range(protocol.repeat):
+        if protocol.pause_ms and i:
+            time.sleep(protocol.pause_ms / 1000)
         if flush:
             flush()
         t0 = time.perf_counter()

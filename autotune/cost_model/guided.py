@@ -107,6 +107,22 @@ def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str
         m = make_model(model, seed=seed) if isinstance(model, str) else model
         trained = False
     scorer = ModelScorer(m, task, trained)
-    strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon)
+    strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon, score_informed=trained)
     strategy.name = f"evolutionary+{m.kind}" + ("(pretrained)" if pretrained else "")  # type: ignore[misc]
     return strategy, ModelUpdater(scorer)
+
+
+def make_search(task: Task, *, strategy: str = "evolutionary", cost_model: str | None = None,
+                pretrained: str | Path | None = None, seed: int = 0) -> tuple[object, list]:  # type: ignore[type-arg]
+    """The strategy a command asked for and the tuner callbacks it needs: a cost model (or a
+    pretrained one) means model-guided evolutionary search with its refitting callback.
+
+    Example::
+
+        >>> strategy, callbacks = make_search(task, cost_model="xgb")   # doctest: +SKIP
+    """
+    if cost_model or pretrained:
+        search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
+        return search, [updater]
+    from autotune.search import make_strategy
+    return make_strategy(strategy, task.space(), seed=seed), []

@@ -29,10 +29,11 @@ class EvolutionarySearch:
     def __init__(self, space: ConfigSpace, seed: int = 0, population: int = 32, elite: int = 4,
                  mutation_rate: float = 0.3, crossover_rate: float = 0.5, score: Scorer | None = None,
                  candidates_per_slot: int = 8, generations: int = 3, model_population: int = 128,
-                 epsilon: float = 0.1) -> None:
+                 epsilon: float = 0.1, score_informed: bool = False) -> None:
         """With `score`, each round evolves `model_population` configs for `generations` on the
         predicted scores and proposes the best unmeasured ones, plus an `epsilon` share of random
-        configs (exploration the model cannot bias)."""
+        configs (exploration the model cannot bias). score_informed: the scores mean something
+        before anything is measured (a pretrained model), so the first round evolves on them too."""
         self.space = space
         self.rng = random.Random(seed)
         self.population, self.elite = population, elite
@@ -40,6 +41,7 @@ class EvolutionarySearch:
         self.score = score
         self.candidates_per_slot = candidates_per_slot
         self.generations, self.model_population, self.epsilon = generations, model_population, epsilon
+        self.score_informed = score_informed
         self.seen: set[Config] = set()
         self.measured: dict[Config, float] = {}
 
@@ -94,7 +96,7 @@ class EvolutionarySearch:
         return ranked[:n]
 
     def propose(self, n: int) -> list[Config] | None:
-        if self.score is not None and self.measured:
+        if self.score is not None and (self.measured or self.score_informed):
             n_rand = int(round(self.epsilon * n)) if n > 1 else 0
             out = self._model_round(n - n_rand)
             taken = set(out)
