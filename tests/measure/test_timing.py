@@ -7,7 +7,7 @@ from measure.timing import Timing, TimingProtocol, time_callable
 
 
 @pytest.mark.parametrize("kw", [{"warmup": -1}, {"number": 0}, {"repeat": 0}, {"repeat": 2.0},
-                                {"min_repeat_ms": -1.0}, {"number": None}])
+                                {"min_repeat_ms": -1.0}, {"number": None}, {"pause_ms": -5}])
 def test_protocol_validation(kw):
     with pytest.raises(ValueError, match="TimingProtocol"):
         TimingProtocol(**kw)
@@ -37,3 +37,10 @@ def test_flush_cache_runs():
 def test_timing_stats():
     t = Timing((3.0, 1.0, 2.0))
     assert t.median == 2.0 and t.min == 1.0 and t.spread == 3.0
+
+
+def test_pause_ms_spreads_samples_over_time():
+    import time
+    t0 = time.perf_counter()
+    t = time_callable(lambda: None, TimingProtocol(warmup=0, repeat=3, min_repeat_ms=0, pause_ms=30))
+    assert len(t.samples) == 3 and time.perf_counter() - t0 >= 0.06  # two pauses, none before the first
