@@ -28,7 +28,7 @@ class EvolutionarySearch:
 
     def __init__(self, space: ConfigSpace, seed: int = 0, population: int = 32, elite: int = 4,
                  mutation_rate: float = 0.3, crossover_rate: float = 0.5, score: Scorer | None = None,
-                 candidates_per_slot: int = 8, generations: int = 3, model_population: int = 128,
+                 candidates_per_slot: int = 8, generations: int = 3, model_population: int = 256,
                  epsilon: float = 0.1, score_informed: bool = False) -> None:
         """With `score`, each round evolves `model_population` configs for `generations` on the
         predicted scores and proposes the best unmeasured ones, plus an `epsilon` share of random
@@ -93,7 +93,7 @@ class EvolutionarySearch:
             if kids:
                 scored.update(zip(kids, map(float, self.score(kids))))
         ranked = [c for c in sorted(scored, key=lambda c: -scored[c]) if c not in self.seen]
-        return ranked[:n]
+        return _diverse(ranked, n)
 
     def propose(self, n: int) -> list[Config] | None:
         if self.score is not None and (self.measured or self.score_informed):
@@ -133,3 +133,18 @@ class EvolutionarySearch:
         for c, r in zip(configs, results):
             self.seen.add(c)
             self.measured[c] = r.median if r.ok else math.inf
+
+
+def _diverse(ranked: list[Config], n: int, min_distance: int = 2) -> list[Config]:
+    """The best-ranked configs, skipping any within `min_distance` knobs of one already taken
+    (a batch of near-copies of one prediction teaches the model little); topped up in rank
+    order when too few differ enough."""
+    out: list[Config] = []
+    for c in ranked:
+        if len(out) == n:
+            return out
+        if all(sum(c[k] != o[k] for k in c) >= min_distance for o in out):
+            out.append(c)
+    taken = set(out)
+    out += [c for c in ranked if c not in taken][:n - len(out)]
+    return out
