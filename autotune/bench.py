@@ -92,7 +92,7 @@ class BenchResult:
 
 
 def candidate_configs(task: Task, trials: int, seed: int) -> list[Config]:
-    """Presets of the template first, then distinct random samples of its space."""
+    """Every preset of the template first, then distinct random samples of its space up to `trials`."""
     space = task.space()
     out: list[Config] = []
     seen: set[Config] = set()
@@ -110,7 +110,7 @@ def candidate_configs(task: Task, trials: int, seed: int) -> list[Config]:
         if cfg not in seen:
             seen.add(cfg)
             out.append(cfg)
-    return out[:max(trials, 1)]
+    return out[:max(trials, len(presets))]
 
 
 @contextlib.contextmanager
@@ -160,7 +160,7 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
         tmp = tempfile.NamedTemporaryFile(prefix="autotune-bench-", suffix=".jsonl", delete=False)
         tmp.close()
         log = tmp.name
-    presets = candidate_configs(task, 0, options.seed) if task.template.presets and options.trials else []
+    presets = candidate_configs(task, 0, options.seed)[:options.trials] if task.template.presets else []
     from autotune.progress import TuneProgress
     progress = TuneProgress(task, options.trials) if options.progress else None
     try:

@@ -210,9 +210,11 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     if not args.analyze_only:
         with LocalRunner(LocalRunnerOptions(protocol=TimingProtocol(warmup=1, repeat=5, min_repeat_ms=20))) as runner:
             for t in tasks:  # the long random searches (resumable: their logs are kept)
-                log = RecordLog(work / f"random_{_slug(t.key())}.jsonl")
-                Tuner(t, make_strategy("random", t.space(), seed=100), runner, log).run(
-                    TuneOptions(trials=args.long, early_stopping=None))
+                path = work / f"random_{_slug(t.key())}.jsonl"
+                have = sum(r.key == t.key() for r in load_records(path)) if path.exists() else 0
+                if have < args.long:  # the tuner resumes the log: only the missing trials are made
+                    Tuner(t, make_strategy("random", t.space(), seed=100), runner, RecordLog(path)).run(
+                        TuneOptions(trials=args.long - have, early_stopping=None))
             logs = {u.key(): load_records(work / f"random_{_slug(u.key())}.jsonl")[:args.long] for u in tasks}
             for t in tasks:
                 for name in GUIDED:
