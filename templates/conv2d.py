@@ -183,9 +183,9 @@ def place_padding_and_threads(s: Schedule, cfg: Config, par: str, outermost: str
         elif where == "rows":
             s.compute_at(name, "Y", rows)
         elif where == "thread" and par in ("oh", "n"):
+            # (the packed weights stay a root stage: packing them per thread too put a second heap
+            # buffer in the kernel, and LLVM then kept the accumulator tile in memory: 3-4x slower)
             s.compute_at(name, "Y", outermost)
-    if where == "thread" and par in ("oh", "n") and "Wp" in s.stages:
-        s.compute_at("Wp", "Y", outermost)   # each thread packs the weights too: no serial prologue
     if par != "none":
         s.parallel("Y", outermost)
 
@@ -207,10 +207,11 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
 
 def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
     """Configs that were fast on a 2-core AVX-512 machine at the default shape: the channel-blocked
-    input, no reduction split (cb = C), 2 x 7 or 1 x 14 pixels by 32 channels."""
+    input (padded per thread, or once before the threads start), no reduction split (cb = C), 2 x 7
+    or 1 x 14 pixels by 32 channels."""
     sp = space(shape, dtype, threads)
     out: list[dict] = []
-    for tile, pad_at in (("32x2x7", "blocked_root"), ("32x1x14", "blocked_thread"), ("32x1x14", "blocked_root"),
+    for tile, pad_at in (("32x2x7", "blocked_thread"), ("32x2x7", "blocked_root"), ("32x1x14", "blocked_thread"),
                          ("32x2x4", "blocked_root")):
         cfg = {"tile": tile, "cb": max(sp.by_name["cb"].values()), "red_order": "rsc", "outer": "k_oh",
                "pad_at": pad_at, "parallel": "oh"}
