@@ -6,7 +6,9 @@ ohb x owb output pixels times kb channels accumulates in a stack tile acc[ohb, o
 loops unrolled, the channel loop vectorized innermost, so each step is one broadcast of an
 input pixel times kb/16 weight vectors). Knob names in brackets::
 
-    Xp = zero-padded X     (a root stage computed once, per row block at oho, or inlined) [pad_at]
+    Xp = zero-padded X     (a root stage computed once, per row block at oho, per thread, or
+                            inlined), or Xb = the padded X blocked by cb channels,
+                            Xb[C/cb, N, Hp, Wp, cb], made in one pass ("blocked_*")  [pad_at]
     for the loop chosen by [parallel] (runs over threads), then n, then ko and oho in [outer] order:
       for ko in K / kb:  for oho in OH / ohb:
         [for co in C / cb:]                           # reduction block outside the tile    [cb]
@@ -15,6 +17,7 @@ input pixel times kb/16 weight vectors). Knob names in brackets::
           for c, r, s  (or r, s, c)                                                    [red_order]
             for ohi (unrolled): for owi (unrolled): for ki (vectorized):
               acc[ohi, owi, ki] += Xp[n, c, oh*st + r*dil, ow*st + s*dil] * Wp[ko, c, r, s, ki]
+                                   (or Xb[c // cb, n, ..., c % cb]: contiguous along c)
           Y[tile] (+)= acc     (clamped to the valid region: awkward shapes work)
 
 [tile] is "KBxOHBxOWB"; only tiles whose accumulators (plus the weight vectors and a broadcast)
@@ -114,9 +117,17 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
         ChoiceKnob("cb", _fit([32, 64, 128, 256], C)),        # input channels per reduction block
         ChoiceKnob("red_order", ["crs", "rsc"]),              # reduction loop order inside the tile
         ChoiceKnob("outer", ["oh_k", "k_oh"]),                # order of the row-block and channel-block loops
-        ChoiceKnob("pad_at", ["root", "rows", "inline"] if has_pad else ["none"]),
+        ChoiceKnob("pad_at", input_placements(has_pad)),      # layout and place of the (padded) input
         ChoiceKnob("parallel", par),                          # which outer loop runs over threads
     ])
+
+
+def input_placements(has_pad: bool) -> list[str]:
+    """[pad_at] values. Xp (NCHW, zero padded) at root / rows / thread, or inline (read X directly);
+    "blocked_*": instead one pass makes the channel-blocked padded copy Xb[C/cb, N, Hp, Wp, cb], so
+    the broadcast input of each reduction step is contiguous along the channel loop."""
+    blocked = ["blocked_root", "blocked_rows", "blocked_thread"]
+    return (["root", "rows", "inline", "thread"] if has_pad else ["none"]) + blocked
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
@@ -126,6 +137,11 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     kb, ohb, owb, cb = min(kb, K), min(ohb, OH), min(owb, OW), min(cfg["cb"], C)
     par = cfg["parallel"] if threads > 1 else "none"
     s.pack("W", 0, kb, "Wp")                   # Wp[K/kb, C, R, S, kb]
+    if cfg["pad_at"].startswith("blocked_"):
+        xin = "Xp" if "Xp" in s.stages else "X"
+        s.pack(xin, 1, cb, "Xb")               # Xb[C/cb, N, Hp, Wp, cb]: padding and layout in one pass
+        if xin == "Xp":
+            s.compute_inline("Xp")
     s.split("Y", "k", kb, "ko", "ki")
     s.split("Y", "oh", ohb, "oho", "ohi")
     s.split("Y", "ow", owb, "owo", "owi")
@@ -135,27 +151,41 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
         s.split("Y", "rc", cb, "co", "ci")
         red = ["ci" if a == "rc" else a for a in red]
         outer_red = ["co"]
-    outer = ["ko", "oho"] if cfg["outer"] == "k_oh" else ["oho", "ko"]
+    oh_loop = "oho"
+    if par == "oh" and cfg["pad_at"] in ("thread", "blocked_thread"):
+        # one contiguous chunk of row blocks per thread, so each thread pads just its rows, once
+        n_oho = -(-OH // ohb)
+        s.split("Y", "oho", -(-n_oho // threads), "oht", "ohm")
+        oh_loop = "ohm"
+    outer = ["ko", oh_loop] if cfg["outer"] == "k_oh" else [oh_loop, "ko"]
     outer = ["n"] + outer
     if par != "none":
-        p = {"n": "n", "k": "ko", "oh": "oho"}[par]
+        p = {"n": "n", "k": "ko", "oh": "oht" if oh_loop == "ohm" else "oho"}[par]
         outer = [p] + [a for a in outer if a != p]
     s.reorder("Y", *outer, *outer_red, "owo", *red, "ohi", "owi", "ki")
     s.cache_write("Y", "owo")
     s.unroll("Y", "ohi")
     s.unroll("Y", "owi")
     s.vectorize("Y", "ki")
-    place_padding_and_threads(s, cfg, par, outer[0])
+    place_padding_and_threads(s, cfg, par, outer[0], oh_loop)
     return CodegenOptions()
 
 
-def place_padding_and_threads(s: Schedule, cfg: Config, par: str, outermost: str) -> None:
-    """Where the padded input Xp is computed ([pad_at]), and the parallel outermost loop."""
-    if "Xp" in s.stages:
-        if cfg["pad_at"] == "inline":
+def place_padding_and_threads(s: Schedule, cfg: Config, par: str, outermost: str, rows: str = "oho") -> None:
+    """Where the padded input (Xp, or its channel-blocked copy Xb) is computed ([pad_at]): root (once,
+    before the threads start), rows (per row block), thread (per thread, inside the parallel loop,
+    when that loop splits rows or images; else root) or inline; and the parallel outermost loop."""
+    where = cfg["pad_at"].removeprefix("blocked_")
+    name = "Xb" if "Xb" in s.stages else "Xp" if "Xp" in s.stages else None
+    if name is not None:
+        if where == "inline" and name == "Xp":
             s.compute_inline("Xp")
-        elif cfg["pad_at"] == "rows":
-            s.compute_at("Xp", "Y", "oho")
+        elif where == "rows":
+            s.compute_at(name, "Y", rows)
+        elif where == "thread" and par in ("oh", "n"):
+            # (the packed weights stay a root stage: packing them per thread too put a second heap
+            # buffer in the kernel, and LLVM then kept the accumulator tile in memory: 3-4x slower)
+            s.compute_at(name, "Y", outermost)
     if par != "none":
         s.parallel("Y", outermost)
 
@@ -175,6 +205,25 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
+def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
+    """Configs that were fast on a 2-core AVX-512 machine at the default shape: the channel-blocked
+    input (padded per thread, or once before the threads start), no reduction split (cb = C), 2 x 7
+    or 1 x 14 pixels by 32 channels."""
+    sp = space(shape, dtype, threads)
+    out: list[dict] = []
+    for tile, pad_at in (("32x2x7", "blocked_thread"), ("32x2x7", "blocked_root"), ("32x1x14", "blocked_thread"),
+                         ("32x2x4", "blocked_root")):
+        cfg = {"tile": tile, "cb": max(sp.by_name["cb"].values()), "red_order": "rsc", "outer": "k_oh",
+               "pad_at": pad_at, "parallel": "oh"}
+        fixed = {}
+        for k in sp.knobs:  # snap each value into this shape's space
+            vals = k.values()
+            fixed[k.name] = cfg[k.name] if cfg[k.name] in vals else vals[0]
+        if fixed not in out:
+            out.append(fixed)
+    return out
+
+
 def torch_reference(X, W, stride=1, pad=0, dilation=1):  # type: ignore[no-untyped-def]
     import torch.nn.functional as F
     return F.conv2d(X, W, stride=stride, padding=pad, dilation=dilation)
@@ -187,4 +236,4 @@ TEMPLATE = Template(
     flops=lambda s: 2.0 * s["N"] * s["K"] * s["C"] * s["R"] * s["S"]
     * out_size(s["H"], s["R"], s["stride"], s["pad"], s["dilation"])
     * out_size(s["W"], s["S"], s["stride"], s["pad"], s["dilation"]),
-    default_shape="1x64x56x56x64x3x3x1x1", torch_reference=torch_reference)
+    default_shape="1x64x56x56x64x3x3x1x1", presets=presets, torch_reference=torch_reference)

@@ -414,9 +414,11 @@ class Schedule:
             raise ScheduleError(s.op, None, f"stage {st.name!r} has a reduction and cannot be inlined; use compute_at")
         if st.packed_from is not None:
             raise ScheduleError(s.op, None, f"stage {st.name!r} is a packed layout; inlining it would undo the pack")
-        if st.attach[0] != "root" or st.name in self.packs or any(
+        # a packed stage may be inlined: every other read of it goes to its pack, so the pack stage
+        # computes it directly (one pass, e.g. zero padding and a layout change together)
+        if st.attach[0] != "root" or any(
                 o.attach[0] == "at" and o.attach[1] == st.name for o in self.stages.values()):
-            raise ScheduleError(s.op, None, f"stage {st.name!r} is attached, packed or hosts other stages")
+            raise ScheduleError(s.op, None, f"stage {st.name!r} is attached or hosts other stages")
         if st.order != [n for n, _, _ in st.root] or st.loop_kind or st.cache_at:
             raise ScheduleError(s.op, None, f"stage {st.name!r} has loop transformations; inline it before scheduling it")
         st.attach = ("inline",)
