@@ -23,10 +23,15 @@ def test_every_pad_at_matches_reference(shape, threads):
     inputs = task.inputs(seed=1)
     want = task.reference(inputs)
     tiles = sp.by_name["tile"].values()
-    for i, pad_at in enumerate(sp.by_name["pad_at"].values()):
-        for par in sp.by_name["parallel"].values():
-            cfg = {"tile": tiles[(i + len(par)) % len(tiles)], "cb": sp.by_name["cb"].values()[0],
-                   "red_order": ["rsc", "crs"][i % 2], "outer": ["k_oh", "oh_k"][len(par) % 2],
-                   "pad_at": pad_at, "parallel": par}
-            got = task.build(cfg)(*inputs)
-            assert_close(got, want, "float32", 9 * task.shape_dict["C"]), cfg
+    pads, pars = sp.by_name["pad_at"].values(), sp.by_name["parallel"].values()
+    # every placement once (parallel loops in turn), and the per-thread ones with every parallel loop
+    combos = {(p, pars[i % len(pars)]) for i, p in enumerate(pads)}
+    combos |= {(p, par) for p in pads if p.endswith("thread") for par in pars}
+    if threads == 1:  # what this shape adds: the per-thread placements fall back to root
+        combos = {(p, par) for p, par in combos if p.endswith("thread")}
+    for i, (pad_at, par) in enumerate(sorted(combos)):
+        cfg = {"tile": tiles[(i + len(par)) % len(tiles)], "cb": sp.by_name["cb"].values()[0],
+               "red_order": ["rsc", "crs"][i % 2], "outer": ["k_oh", "oh_k"][len(par) % 2],
+               "pad_at": pad_at, "parallel": par}
+        got = task.build(cfg)(*inputs)
+        assert_close(got, want, "float32", 9 * task.shape_dict["C"]), cfg
