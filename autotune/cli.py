@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--dtype", default="float32", choices=["float32", "float64"])
         sp.add_argument("--threads", type=int, default=None, help="threads for parallel kernels (default: all cores)")
 
+    def search_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES), help="search strategy")
+        sp.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random"], default=None,
+                        help="steer the evolutionary search with a cost model refitted every batch")
+        sp.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
+
     show = sub.add_parser("show", help="print the generated source of a config")
     task_args(show)
     show.add_argument("--config", help="config as JSON (missing knobs take the default), or @file.json")
@@ -50,24 +56,18 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--rounds", type=int, default=3, help="alternating timing blocks for the comparison")
     bench.add_argument("--log", help="tuning log to reuse and extend (default: a temporary one)")
-    bench.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES))
-    bench.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random"], default=None,
-                       help="steer the evolutionary search with a cost model refitted every batch")
-    bench.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
+    search_args(bench)
     bench.add_argument("--json", dest="json_out", help="write the result as JSON to this file")
     bench.add_argument("--no-progress", action="store_true")
     tn = sub.add_parser("tune", help="tune an operator at a shape, logging every measurement")
     task_args(tn)
     tn.add_argument("--trials", type=int, default=64, help="measurements to make (resumed ones not counted)")
     tn.add_argument("--log", required=True, help="tuning log (JSON lines); an existing log is resumed")
-    tn.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES), help="search strategy")
+    search_args(tn)
     tn.add_argument("--seed", type=int, default=0)
     tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
     tn.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without improvement")
-    tn.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random"], default=None,
-                    help="steer the evolutionary search with a cost model refitted every batch")
-    tn.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
     tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
     tn.add_argument("--no-progress", action="store_true")
 

@@ -17,6 +17,7 @@ search found; `model-accuracy` scores cost models on held-out tasks of its logs.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -27,9 +28,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from measure.timing import TimingProtocol, time_callable
+
+if TYPE_CHECKING:
+    from autotune.cost_model import Dataset
 
 PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100)
 
@@ -170,11 +174,7 @@ def _trials_to(target: float, bests: Sequence[float]) -> int | None:
 
 
 def _running_best(seconds: Sequence[float]) -> list[float]:
-    out, b = [], math.inf
-    for s in seconds:
-        b = min(b, s)
-        out.append(b)
-    return out
+    return list(itertools.accumulate(seconds, min))
 
 
 def _slug(key: str) -> str:
@@ -215,13 +215,14 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                 if have < args.long:  # the tuner resumes the log: only the missing trials are made
                     Tuner(t, make_strategy("random", t.space(), seed=100), runner, RecordLog(path)).run(
                         TuneOptions(trials=args.long - have, early_stopping=None))
-            logs = {u.key(): load_records(work / f"random_{_slug(u.key())}.jsonl")[:args.long] for u in tasks}
+            feats = {u.key(): Dataset.from_records(load_records(work / f"random_{_slug(u.key())}.jsonl")[:args.long])
+                     for u in tasks}
             for t in tasks:
                 for name in GUIDED:
                     pre = None
                     if name == "xgb_pretrained":
                         m = make_model("xgb")
-                        m.fit(Dataset.from_records([r for key, rs in logs.items() if key != t.key() for r in rs]))
+                        m.fit(_union([(key, d) for key, d in feats.items() if key != t.key()]))
                         pre = str(work / f"pre_{_slug(t.key())}.json")
                         m.save(pre)
                     strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=1)
@@ -238,8 +239,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
             path = work / f"{name}_{_slug(t.key())}.jsonl"
             if not path.exists():
                 raise SystemExit(f"{path} is missing: run the benchmark without --analyze-only first")
-            space = t.space()
-            runs[name] = [(space.validate(r.config).to_json(), r.seconds) for r in load_records(path)
+            runs[name] = [(r.validated_config().to_json(), r.seconds) for r in load_records(path)
                           if r.key == t.key()][:limit]
         top: list[dict] = []
         for seq in runs.values():
@@ -318,22 +318,18 @@ def model_accuracy(args: argparse.Namespace) -> dict:
     if len(files) < 2:
         raise SystemExit(f"{args.workdir}: need the random_*.jsonl logs of at least 2 tasks "
                          "(run `python -m measure.benchmarks search-efficiency` first)")
-    per_task: dict[str, tuple[str, Dataset, Dataset]] = {}
+    models = [m for m in args.models.split(",") if m]
+    per_task: dict[str, tuple[str, Dataset, Dataset]] = {}  # key -> (op, features, graphs if a gnn is asked for)
     for f in files:
         recs = load_records(f)[:args.long]
         if not recs:
             continue
-        feats, graphs = Dataset.from_records(recs), Dataset.from_records(recs, graphs=True)
-        per_task[recs[0].key] = (recs[0].op, feats, graphs)
+        graphs = Dataset.from_records(recs, graphs=True) if "gnn" in models else Dataset()
+        per_task[recs[0].key] = (recs[0].op, Dataset.from_records(recs), graphs)
 
     def union(keys: Sequence[str], graph: bool) -> Dataset:
-        d = Dataset()
-        for k in keys:
-            src = per_task[k][2 if graph else 1]
-            d.add(src.X, src.seconds, k, src.graphs if graph else None)
-        return d
+        return _union([(k, per_task[k][2 if graph else 1]) for k in keys])
 
-    models = [m for m in args.models.split(",") if m]
     out: dict = {"tasks": list(per_task), "splits": {}}
     for split in ("task", "operator"):
         rows: dict[str, dict] = {m: {"tau": [], "top1": [], "top5": [], "train_s": []} for m in models}
@@ -375,6 +371,15 @@ def model_accuracy(args: argparse.Namespace) -> dict:
             print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
     return out
+
+
+def _union(parts: Sequence[tuple[str, Dataset]]) -> Dataset:
+    """One training set from per-task datasets (features extracted once per task)."""
+    from autotune.cost_model import Dataset
+    d = Dataset()
+    for key, src in parts:
+        d.add(src.X, src.seconds, key, src.graphs)
+    return d
 
 
 def _plot_curves(curves: dict, flops: dict, rows: dict, path: str) -> None:

@@ -99,14 +99,7 @@ class EvolutionarySearch:
         if self.score is not None and (self.measured or self.score_informed):
             n_rand = int(round(self.epsilon * n)) if n > 1 else 0
             out = self._model_round(n - n_rand)
-            taken = set(out)
-            tries = 0
-            while len(out) < n and len(self.seen) + len(out) < len(self.space) and tries < 100 * n:
-                tries += 1
-                c = self.space.sample(self.rng)
-                if c not in self.seen and c not in taken:
-                    out.append(c)
-                    taken.add(c)
+            out += self.space.sample_new(self.rng, self.seen | set(out), n - len(out))
             self.seen.update(out)
             return out or None
         parents = self._parents()
