@@ -55,7 +55,7 @@ class Record:
     timestamp: float = field(default_factory=time.time)
     target: Mapping[str, Any] = field(default_factory=dict)
     strategy: str | None = None
-    noisy: bool = False                    # spread of the samples stayed above the threshold
+    noisy: bool = False                    # the samples stayed spread out, or CPU time was stolen during them
     version: int = SCHEMA_VERSION
 
     # ---- derived ---------------------------------------------------------------------------

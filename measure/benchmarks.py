@@ -17,6 +17,7 @@ search found; `model-accuracy` scores cost models on held-out tasks of its logs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -35,7 +36,7 @@ from measure.timing import TimingProtocol, time_callable
 if TYPE_CHECKING:
     from autotune.cost_model import Dataset
 
-PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100)
+PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100, retake_stolen=15)
 
 
 def _once(args: argparse.Namespace) -> None:
@@ -50,11 +51,16 @@ def _once(args: argparse.Namespace) -> None:
     chk = check_output(out, task.reference(ins), task.dtype)
     if not chk.ok:
         raise SystemExit(f"wrong answer: {chk.message}")
-    t = time_callable(k.bind(*ins), PROTOCOL)
-    print(json.dumps({"median": t.median, "min": t.min, "spread": t.spread, "compile_s": k.compile_seconds}))
+    t = time_callable(k.bind(*ins), dataclasses.replace(PROTOCOL, retake_stolen=int(args.retake_stolen)))
+    print(json.dumps({"median": t.median, "min": t.min, "spread": t.spread, "compile_s": k.compile_seconds,
+                      "retaken": t.retaken, "stolen": t.stolen}))
 
 
 def spread(args: argparse.Namespace) -> dict:
+    """Re-time one config in --processes fresh processes, one after another, and report the
+    relative spread (max/min) of their medians and of their fastest samples. --retake-stolen
+    "0,10" alternates the processes between those budgets for retaking samples the hypervisor
+    stole from, and reports each (an A/B in the same run)."""
     from autotune.task import Task
     task = Task.create(args.op, args.shape, args.dtype, args.threads)
     if args.config:
@@ -64,24 +70,31 @@ def spread(args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    medians: list[float] = []
-    mins: list[float] = []
-    for i in range(args.processes):
+    budgets = [int(b) for b in str(args.retake_stolen).split(",")]
+    runs: dict[int, list[dict]] = {b: [] for b in budgets}
+    for i in range(args.processes * len(budgets)):
+        b = budgets[i % len(budgets)]
         out = subprocess.run([sys.executable, "-m", "measure.benchmarks", "_once", "--op", args.op, "--shape",
                               args.shape, "--dtype", args.dtype, "--threads", str(task.threads), "--config",
-                              json.dumps(cfg.to_json())], env=env, capture_output=True, text=True, check=True)
-        rec = json.loads(out.stdout.strip().splitlines()[-1])
-        medians.append(rec["median"])
-        mins.append(rec["min"])
+                              json.dumps(cfg.to_json()), "--retake-stolen", str(b)],
+                             env=env, capture_output=True, text=True, check=True)
+        runs[b].append(json.loads(out.stdout.strip().splitlines()[-1]))
         time.sleep(0.5)
     fl = task.flops()
-    gf = [fl / m / 1e9 for m in medians]
-    res = {"task": task.key(), "threads": task.threads, "config": cfg.to_json(), "processes": args.processes,
-           "gflops": gf, "min_gflops": min(gf), "max_gflops": max(gf), "spread": max(medians) / min(medians),
-           "spread_of_min": max(mins) / min(mins)}
-    print(f"{task.key()} threads={task.threads}: {args.processes} processes, GFLOP/s (of each median) min "
-          f"{min(gf):.1f} max {max(gf):.1f}, relative spread (max/min) of medians {res['spread']:.3f}, "
-          f"of per-process minimum times {res['spread_of_min']:.3f}")
+    res: dict = {"task": task.key(), "threads": task.threads, "config": cfg.to_json(), "processes": args.processes,
+                 "by_retake_budget": {}}
+    for b, recs in runs.items():
+        medians, mins = [r["median"] for r in recs], [r["min"] for r in recs]
+        gf = [fl / m / 1e9 for m in medians]
+        row = {"gflops": gf, "min_gflops": min(gf), "max_gflops": max(gf), "spread": max(medians) / min(medians),
+               "spread_of_min": max(mins) / min(mins), "retaken": sum(r["retaken"] for r in recs),
+               "stolen_kept": sum(r["stolen"] for r in recs)}
+        res["by_retake_budget"][b] = row
+        print(f"{task.key()} threads={task.threads}, retake budget {b}: {args.processes} processes, GFLOP/s (of "
+              f"each median) min {min(gf):.1f} max {max(gf):.1f}, relative spread (max/min) of medians "
+              f"{row['spread']:.3f}, of per-process minimum times {row['spread_of_min']:.3f}; samples retaken "
+              f"{row['retaken']}, kept though stolen from {row['stolen_kept']}")
+    res.update(res["by_retake_budget"][budgets[0]])
     return res
 
 
@@ -189,8 +202,10 @@ def search_efficiency(args: argparse.Namespace) -> dict:
 
     Random search: the expected number of trials, (n+1)/(k+1), for k of the n configs of the long
     random search within the target (sampling without replacement), next to the trials its own
-    run took. Model-guided evolutionary search (xgb) from scratch, and with a model trained on
-    the other tasks' random logs (other shapes and operators): the trials their runs took.
+    run took. Model-guided evolutionary search (xgb, refitted after every --batch configs) from
+    scratch, and with a model trained on everything measured on the other tasks (other shapes and
+    operators: their long random searches and their guided searches from scratch): the trials
+    their runs took (the mean over --seeds runs).
     On a noisy machine a lucky sample can set an unreachable target, so the best configs of every
     search are re-timed together (alternating, medians of --rounds rounds) and those times replace
     the logged ones before the trials are counted. Tasks: --tasks "op:shape,op:shape,..."; the
@@ -215,40 +230,48 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                 if have < args.long:  # the tuner resumes the log: only the missing trials are made
                     Tuner(t, make_strategy("random", t.space(), seed=100), runner, RecordLog(path)).run(
                         TuneOptions(trials=args.long - have, early_stopping=None))
-            feats = {u.key(): Dataset.from_records(load_records(work / f"random_{_slug(u.key())}.jsonl")[:args.long])
-                     for u in tasks}
-            for t in tasks:
-                for name in GUIDED:
+            logs = {u.key(): [work / f"random_{_slug(u.key())}.jsonl"] for u in tasks}
+            for name in GUIDED:  # every task from scratch first: the pretrained models learn from those logs too
+                if name not in args.searches.split(","):  # not rerun: its logs are reused
+                    logs = {key: paths + [work / _guided_log(name, seed, key) for seed in range(1, args.seeds + 1)]
+                            for key, paths in logs.items()}
+                    continue
+                for t in tasks:
                     pre = None
                     if name == "xgb_pretrained":
                         m = make_model("xgb")
-                        m.fit(_union([(key, d) for key, d in feats.items() if key != t.key()]))
+                        m.fit(Dataset.from_records(r for key, paths in logs.items() if key != t.key()
+                                                   for path in paths for r in load_records(path)))
                         pre = str(work / f"pre_{_slug(t.key())}.json")
                         m.save(pre)
-                    strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=1)
-                    glog = work / f"{name}_{_slug(t.key())}.jsonl"
-                    glog.unlink(missing_ok=True)  # each run of the benchmark searches afresh
-                    t0 = time.perf_counter()
-                    Tuner(t, strategy, runner, RecordLog(glog), callbacks=[updater]).run(
-                        TuneOptions(trials=args.trials, batch=8, early_stopping=None))
-                    out.setdefault("wall_s", {})[f"{name} {t.key()}"] = time.perf_counter() - t0
+                    for seed in range(1, args.seeds + 1):
+                        strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=seed)
+                        glog = work / _guided_log(name, seed, t.key())
+                        glog.unlink(missing_ok=True)  # each run of the benchmark searches afresh
+                        t0 = time.perf_counter()
+                        Tuner(t, strategy, runner, RecordLog(glog), callbacks=[updater]).run(
+                            TuneOptions(trials=args.trials, batch=args.batch, early_stopping=None))
+                        out.setdefault("wall_s", {})[f"{name} seed {seed} {t.key()}"] = time.perf_counter() - t0
+                        logs[t.key()].append(glog)
     curves: dict[str, dict[str, list[float]]] = {}
     for t in tasks:
         runs = {}
-        for name, limit in (("random", args.long), ("xgb", args.trials), ("xgb_pretrained", args.trials)):
-            path = work / f"{name}_{_slug(t.key())}.jsonl"
+        paths = [("random", work / f"random_{_slug(t.key())}.jsonl", args.long)]
+        paths += [(f"{name} seed {seed}", work / _guided_log(name, seed, t.key()), args.trials)
+                  for name in GUIDED for seed in range(1, args.seeds + 1)]
+        for label, path, limit in paths:
             if not path.exists():
                 raise SystemExit(f"{path} is missing: run the benchmark without --analyze-only first")
-            runs[name] = [(r.validated_config().to_json(), r.seconds) for r in load_records(path)
-                          if r.key == t.key()][:limit]
+            runs[label] = [(r.validated_config().to_json(), r.seconds) for r in load_records(path)
+                           if r.key == t.key()][:limit]
         top: list[dict] = []
         for seq in runs.values():
             for cfg, sec in sorted(seq, key=lambda x: x[1])[:args.retime]:
                 if math.isfinite(sec) and cfg not in top:
                     top.append(cfg)
         retimed = _retime(t, top, args.rounds)
-        fixed = {name: [retimed.get(json.dumps(c, sort_keys=True), sec) for c, sec in seq]
-                 for name, seq in runs.items()}
+        fixed = {label: [retimed.get(json.dumps(c, sort_keys=True), sec) for c, sec in seq]
+                 for label, seq in runs.items()}
         rand = fixed["random"]
         best = min(rand)
         target = best / 0.95
@@ -256,15 +279,20 @@ def search_efficiency(args: argparse.Namespace) -> dict:
         row: dict = {"best_gflops": t.flops() / best / 1e9, "random_n": len(rand), "random_within": k,
                      "random": (len(rand) + 1) / (k + 1), "random_run": _trials_to(target, _running_best(rand)),
                      "retimed_configs": len(top)}
-        curves[t.key()] = {name: _running_best(v) for name, v in fixed.items()}
+        curves[t.key()] = {label: _running_best(v) for label, v in fixed.items()}
         for name in GUIDED:
-            row[name] = _trials_to(target, _running_best(fixed[name]))
-            row[f"{name}_best_gflops"] = t.flops() / min(fixed[name]) / 1e9
+            seqs = [fixed[f"{name} seed {seed}"] for seed in range(1, args.seeds + 1)]
+            row[f"{name}_runs"] = [_trials_to(target, _running_best(v)) for v in seqs]
+            reached = None not in row[f"{name}_runs"]
+            row[name] = statistics.mean(row[f"{name}_runs"]) if reached else None
+            # a run that missed counts as trials + 1: its saving is at most this
+            row[f"{name}_censored"] = statistics.mean(args.trials + 1 if n is None else n for n in row[f"{name}_runs"])
+            row[f"{name}_best_gflops"] = t.flops() / min(min(v) for v in seqs) / 1e9
             row[f"{name}_vs_random"] = row["random"] / row[name] if row[name] else None
         out["tasks"][t.key()] = row
         print(f"{t.key():<44} best {row['best_gflops']:6.1f} GFLOP/s; trials to 95%: random {row['random']:.1f} "
-              f"expected ({k} of {len(rand)} within; its run {row['random_run']}), guided {row['xgb']} "
-              f"(best {row['xgb_best_gflops']:.1f}), pretrained {row['xgb_pretrained']} "
+              f"expected ({k} of {len(rand)} within; its run {row['random_run']}), guided {row['xgb_runs']} "
+              f"(best {row['xgb_best_gflops']:.1f}), pretrained {row['xgb_pretrained_runs']} "
               f"(best {row['xgb_pretrained_best_gflops']:.1f})", flush=True)
     rows = out["tasks"].values()
     for name in GUIDED:
@@ -272,11 +300,17 @@ def search_efficiency(args: argparse.Namespace) -> dict:
         got = [x for x in ratios if x is not None]
         out[f"{name}_median_speedup"] = statistics.median(got) if len(got) == len(ratios) else None
         out[f"{name}_reached"] = f"{len(got)}/{len(ratios)}"
-        print(f"{name}: reached the target on {out[f'{name}_reached']} tasks; median trials saved vs random "
-              f"{out[f'{name}_median_speedup'] or 'n/a'}")
+        out[f"{name}_median_speedup_bound"] = statistics.median(r["random"] / r[f"{name}_censored"] for r in rows)
+        print(f"{name}: reached the target on {out[f'{name}_reached']} tasks (every seed); median over tasks of "
+              f"trials saved vs random (mean trials over seeds) {out[f'{name}_median_speedup'] or 'n/a'}; "
+              f"counting a miss as {args.trials + 1} trials: {out[f'{name}_median_speedup_bound']:.2f}")
     if args.plot:
         _plot_curves(curves, {t.key(): t.flops() for t in tasks}, out["tasks"], args.plot)
     return out
+
+
+def _guided_log(name: str, seed: int, key: str) -> str:
+    return f"{name}_s{seed}_{_slug(key)}.jsonl"
 
 
 def _retime(task, configs: Sequence[dict], rounds: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -419,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--threads", type=int, default=None)
         sp.add_argument("--config", default=None)
         sp.add_argument("--processes", type=int, default=10)
+        sp.add_argument("--retake-stolen", default=str(PROTOCOL.retake_stolen),
+                        help="spread: budgets for retaking stolen-from samples, e.g. 0,15 (alternated)")
         sp.add_argument("--trials", type=int, default=16)
         sp.add_argument("--seed", type=int, default=0)
         sp.add_argument("--json", dest="json_out", default=None)
@@ -428,6 +464,12 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--long", type=int, default=128, help="trials of the long random search")
         sp.add_argument("--plot", default=None, help="search-efficiency: write the tuning curves here (PNG)")
         sp.add_argument("--analyze-only", action="store_true", help="search-efficiency: recount from the logs")
+        sp.add_argument("--seeds", type=int, default=1, help="search-efficiency: guided runs per task "
+                        "(seeds 1..N; trials are averaged over them)")
+        sp.add_argument("--searches", default=",".join(GUIDED), help="search-efficiency: the guided searches "
+                        "to run (the logs of the others are reused)")
+        sp.add_argument("--batch", type=int, default=4, help="search-efficiency: configs per guided round "
+                        "(the model refits after each)")
         sp.add_argument("--retime", type=int, default=6, help="search-efficiency: best configs per search re-timed")
         sp.add_argument("--rounds", type=int, default=3, help="search-efficiency: alternating re-timing rounds")
         sp.add_argument("--workdir", default="search-efficiency")

@@ -1,5 +1,9 @@
 """Timing a callable: warm-up, then `repeat` samples of `number` calls each, median and spread.
 
+On a virtual machine the hypervisor can take the CPU away in the middle of a sample (steal
+time, /proc/stat). Such a sample measures the neighbours, not the kernel: it is retaken, up to
+`retake_stolen` times per timing, and the result says how many kept samples were still hit.
+
 Example::
 
     >>> from measure.timing import TimingProtocol, time_callable
@@ -9,6 +13,7 @@ Example::
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -21,7 +26,9 @@ class TimingProtocol:
 
     warmup: calls before timing; number: calls per sample (raised until a sample lasts at least
     min_repeat_ms); repeat: samples; flush_cache: overwrite a buffer larger than the last-level
-    cache before each sample.
+    cache before each sample; pause_ms: sleep between samples; retake_stolen: up to this many
+    extra samples replace samples during which the hypervisor stole CPU time (0 keeps every
+    sample; no effect where /proc/stat has no steal counter).
     """
     warmup: int = 1
     number: int = 1
@@ -30,12 +37,14 @@ class TimingProtocol:
     flush_cache: bool = False
     flush_bytes: int = 64 << 20
     pause_ms: float = 0.0
+    retake_stolen: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("warmup", "number", "repeat"):
+        for name in ("warmup", "number", "repeat", "retake_stolen"):
             v = getattr(self, name)
-            if not isinstance(v, int) or v < (0 if name == "warmup" else 1):
-                raise ValueError(f"TimingProtocol.{name} must be a {'non-negative' if name == 'warmup' else 'positive'} "
+            low = 1 if name in ("number", "repeat") else 0
+            if not isinstance(v, int) or v < low:
+                raise ValueError(f"TimingProtocol.{name} must be a {'positive' if low else 'non-negative'} "
                                  f"integer, got {v!r}")
         for name in ("min_repeat_ms", "pause_ms"):
             if getattr(self, name) < 0:
@@ -44,8 +53,12 @@ class TimingProtocol:
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call: every sample, and their median, min and spread (max/min)."""
+    """Seconds per call: every kept sample, and their median, min and spread (max/min);
+    retaken: samples thrown away because CPU time was stolen during them; stolen: kept samples
+    that were hit all the same (the retake budget ran out)."""
     samples: tuple[float, ...] = field(default_factory=tuple)
+    retaken: int = 0
+    stolen: int = 0
 
     @property
     def median(self) -> float:
@@ -69,6 +82,28 @@ def _flusher(nbytes: int) -> Callable[[], None]:
     return flush
 
 
+def _steal_ticks(cpus: frozenset[int] | None) -> int | None:
+    """CPU time stolen by the hypervisor so far from these CPUs (None: all), in clock ticks;
+    None where there is no counter (not Linux)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            lines = [ln.split() for ln in f if ln.startswith(b"cpu")]
+        if cpus is None:
+            return int(lines[0][8])
+        return sum(int(ln[8]) for ln in lines[1:] if int(ln[0][3:]) in cpus)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _own_cpus() -> frozenset[int] | None:
+    """The CPUs this process may run on, when it is pinned to fewer than all of them."""
+    try:
+        mine = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return mine if len(mine) < (os.cpu_count() or len(mine)) else None
+
+
 def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingProtocol()) -> Timing:
     """Time fn (which takes no arguments) following the protocol."""
     for _ in range(protocol.warmup):
@@ -84,14 +119,24 @@ def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingPro
                 break
             number = max(number * 2, int(number * protocol.min_repeat_ms / max(el * 1000, 1e-3) * 1.1))
     flush = _flusher(protocol.flush_bytes) if protocol.flush_cache else None
-    samples = []
-    for i in range(protocol.repeat):
-        if protocol.pause_ms and i:
+    samples: list[tuple[int, float]] = []  # (ticks stolen during the sample, seconds per call)
+    cpus = _own_cpus()
+    counted = protocol.retake_stolen > 0 and _steal_ticks(cpus) is not None
+    clean = 0
+    while clean < protocol.repeat and len(samples) < protocol.repeat + protocol.retake_stolen:
+        if protocol.pause_ms and samples:
             time.sleep(protocol.pause_ms / 1000)
         if flush:
             flush()
+        before = _steal_ticks(cpus) if counted else None
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
-        samples.append((time.perf_counter() - t0) / number)
-    return Timing(tuple(samples))
+        el = (time.perf_counter() - t0) / number
+        after = _steal_ticks(cpus) if counted else None
+        hit = after - before if after is not None and before is not None else 0
+        samples.append((hit, el))
+        clean += hit == 0
+    kept = sorted(range(len(samples)), key=lambda i: (samples[i][0], i))[:protocol.repeat]
+    return Timing(tuple(samples[i][1] for i in sorted(kept)), retaken=len(samples) - len(kept),
+                  stolen=sum(samples[i][0] > 0 for i in kept))

@@ -25,12 +25,27 @@ from measure.runner import MeasureResult
 
 
 class ModelScorer:
-    """Scores configs of one task with a model; features are cached per config."""
+    """Scores configs of one task with a model; features are cached per config.
 
-    def __init__(self, model: CostModel, task: Task, trained: bool) -> None:
-        self.model, self.task, self.trained = model, task, trained
+    With a prior (a pretrained model), scores blend the prior and the model fitted to this
+    task's own measurements: each is standardised over a fixed random sample of the task's
+    configs, and the prior's weight, prior_samples / (prior_samples + measured), fades as the
+    task's own data grow. A prior that transfers badly then cannot hold the search back."""
+
+    def __init__(self, model: CostModel, task: Task, trained: bool = False, prior: CostModel | None = None,
+                 prior_samples: int = 16, seed: int = 0) -> None:
+        self.model, self.task, self.trained, self.prior = model, task, trained, prior
+        self.prior_samples, self.measured = prior_samples, 0
         self.cache: dict[Config, np.ndarray] = {}
         self.graph_cache: dict[Config, object] = {}
+        self.seed = seed
+        self._reference: list[Config] | None = None
+        self._stats: dict[int, tuple[float, float]] = {}
+
+    @property
+    def informed(self) -> bool:
+        """Whether the scores mean anything yet (a prior, or a model fitted to this task)."""
+        return self.trained or self.prior is not None
 
     def features(self, configs: Sequence[Config]) -> np.ndarray:
         rows = []
@@ -55,23 +70,43 @@ class ModelScorer:
             out.append(g)
         return out
 
-    def batch(self, configs: Sequence[Config]) -> Dataset:
-        """What the model scores: features, plus program graphs for graph models."""
+    def batch(self, configs: Sequence[Config], model: CostModel | None = None) -> Dataset:
+        """What a model scores: features, plus program graphs for graph models."""
         X = self.features(configs)
         ds = Dataset(X=np.nan_to_num(X))
-        if getattr(self.model, "needs_graphs", False):
+        if getattr(model or self.model, "needs_graphs", False):
             ok = [c for c, row in zip(configs, X) if not np.isnan(row).any()]
             gs = dict(zip(ok, self.graphs(ok)))
             ds.graphs = [gs.get(c) or gs[ok[0]] for c in configs] if ok else None
         return ds
 
+    def refitted(self) -> None:
+        """The task model changed: its standardisation is stale."""
+        self._stats.pop(id(self.model), None)
+
+    def _standard(self, model: CostModel, configs: Sequence[Config]) -> np.ndarray:
+        if id(model) not in self._stats:
+            if self._reference is None:
+                import random
+                self._reference = self.task.space().sample_new(random.Random(self.seed), set(), 128)
+            ref = [c for c in self._reference if not np.isnan(self.features([c])).any()] or list(self._reference)
+            p = np.asarray(model.predict(self.batch(ref, model)), np.float64)
+            self._stats[id(model)] = (float(p.mean()), float(p.std()) or 1.0)
+        mean, std = self._stats[id(model)]
+        return (np.asarray(model.predict(self.batch(configs, model)), np.float64) - mean) / std
+
     def __call__(self, configs: Sequence[Config]) -> np.ndarray:
         X = self.features(configs)
-        if not self.trained:
+        if not self.informed:
             return np.zeros(len(configs))
-        bad = np.isnan(X).any(axis=1)
-        out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
-        out[bad] = -math.inf
+        if self.prior is None:
+            out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
+        elif not self.trained:
+            out = np.asarray(self.prior.predict(self.batch(configs, self.prior)), np.float64)
+        else:
+            w = self.prior_samples / (self.prior_samples + self.measured)
+            out = w * self._standard(self.prior, configs) + (1 - w) * self._standard(self.model, configs)
+        out[np.isnan(X).any(axis=1)] = -math.inf
         return out
 
 
@@ -91,24 +126,25 @@ class ModelUpdater:
         kept = [c for c, k in zip(configs, keep) if k]
         graphs = self.scorer.graphs(kept) if getattr(self.scorer.model, "needs_graphs", False) else None
         self.data.add(X[keep], [s for s, k in zip(secs, keep) if k], task.key(), graphs)
+        self.scorer.measured = len(self.data)
         if len(self.data) >= self.min_samples and np.isfinite(self.data.y).any() and self.data.y.max() > 0:
             self.scorer.model.update(self.data)
             self.scorer.trained = True
+            self.scorer.refitted()
             self.fits += 1
 
 
 def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str | Path | None = None,
                   seed: int = 0, epsilon: float = 0.1) -> tuple[EvolutionarySearch, ModelUpdater]:
-    """A model-guided evolutionary strategy and the callback that keeps its model fitted."""
-    if pretrained is not None:
-        m = load_model(pretrained)
-        trained = True
-    else:
-        m = make_model(model, seed=seed) if isinstance(model, str) else model
-        trained = False
-    scorer = ModelScorer(m, task, trained)
-    strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon, score_informed=trained)
-    strategy.name = f"evolutionary+{m.kind}" + ("(pretrained)" if pretrained else "")  # type: ignore[misc]
+    """A model-guided evolutionary strategy and the callback that keeps its model fitted. With
+    `pretrained`, that saved model is the prior the search starts from; a fresh `model` learns
+    this task's measurements and takes over as they accumulate."""
+    prior = load_model(pretrained) if pretrained is not None else None
+    m = make_model(model, seed=seed) if isinstance(model, str) else model
+    scorer = ModelScorer(m, task, prior=prior, seed=seed)
+    strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon,
+                                  score_informed=scorer.informed)
+    strategy.name = f"evolutionary+{m.kind}" + (f"(pretrained {prior.kind})" if prior else "")  # type: ignore[misc]
     return strategy, ModelUpdater(scorer)
 
 

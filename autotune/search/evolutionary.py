@@ -2,7 +2,10 @@
 knobs; elitism; a config is never measured twice.
 
 `score` (optional) ranks candidate children before they are proposed: it is where a cost
-model plugs in (model-guided search); without it children are proposed as bred.
+model plugs in (model-guided search); without it children are proposed as bred. While the
+scores carry no information (a model not yet trained scores every config alike), a model round
+proposes a space-filling batch instead: configs as far (in knobs) from each other and from
+everything measured as a random pool allows, so the model's first data cover the space.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ class EvolutionarySearch:
 
     def __init__(self, space: ConfigSpace, seed: int = 0, population: int = 32, elite: int = 4,
                  mutation_rate: float = 0.3, crossover_rate: float = 0.5, score: Scorer | None = None,
-                 candidates_per_slot: int = 8, generations: int = 3, model_population: int = 256,
+                 generations: int = 3, model_population: int = 256,
                  epsilon: float = 0.1, score_informed: bool = False) -> None:
         """With `score`, each round evolves `model_population` configs for `generations` on the
         predicted scores and proposes the best unmeasured ones, plus an `epsilon` share of random
@@ -39,9 +42,9 @@ class EvolutionarySearch:
         self.population, self.elite = population, elite
         self.mutation_rate, self.crossover_rate = mutation_rate, crossover_rate
         self.score = score
-        self.candidates_per_slot = candidates_per_slot
         self.generations, self.model_population, self.epsilon = generations, model_population, epsilon
         self.score_informed = score_informed
+        self._explore = 0.0
         self.seen: set[Config] = set()
         self.measured: dict[Config, float] = {}
 
@@ -79,6 +82,8 @@ class EvolutionarySearch:
                 pop.append(c)
                 pop_set.add(c)
         scored: dict[Config, float] = dict(zip(pop, map(float, self.score(pop))))
+        if len(set(scored.values())) <= 1:  # an uninformed model: cover the space instead
+            return _spread_out([c for c in pop if c not in self.seen], n, list(self.measured))
         for _ in range(self.generations):
             ranked = sorted(scored, key=lambda c: -scored[c])[:self.model_population]
             kids: list[Config] = []
@@ -96,28 +101,30 @@ class EvolutionarySearch:
         return _diverse(ranked, n)
 
     def propose(self, n: int) -> list[Config] | None:
-        if self.score is not None and (self.measured or self.score_informed):
-            n_rand = int(round(self.epsilon * n)) if n > 1 else 0
+        if self.score is not None and not (self.measured or self.score_informed):
+            pool = self.space.sample_new(self.rng, self.seen, self.model_population)
+            out = _spread_out(pool, n, [])
+            self.seen.update(out)
+            return out or None
+        if self.score is not None:
+            self._explore += self.epsilon * n  # an epsilon share over rounds, however small the batches
+            n_rand = min(int(self._explore), n)
+            self._explore -= n_rand
             out = self._model_round(n - n_rand)
             out += self.space.sample_new(self.rng, self.seen | set(out), n - len(out))
             self.seen.update(out)
             return out or None
         parents = self._parents()
-        want = n * (self.candidates_per_slot if self.score else 1)
         pool: list[Config] = []
         pool_set: set[Config] = set()
         tries = 0
-        while len(pool) < want and tries < 50 * want + 100 and len(self.seen) + len(pool) < len(self.space):
+        while len(pool) < n and tries < 50 * n + 100 and len(self.seen) + len(pool) < len(self.space):
             tries += 1
             explore = not parents or self.rng.random() < 0.1
             c = self.space.sample(self.rng) if explore else self._child(parents)
             if c not in self.seen and c not in pool_set:
                 pool.append(c)
                 pool_set.add(c)
-        if self.score and pool:
-            scores = list(self.score(pool))
-            order = sorted(range(len(pool)), key=lambda i: -scores[i])
-            pool = [pool[i] for i in order]
         out = pool[:n]
         self.seen.update(out)
         return out or None
@@ -141,3 +148,18 @@ def _diverse(ranked: list[Config], n: int, min_distance: int = 2) -> list[Config
     taken = set(out)
     out += [c for c in ranked if c not in taken][:n - len(out)]
     return out
+
+
+def _spread_out(pool: list[Config], n: int, taken: list[Config]) -> list[Config]:
+    """Greedy max-min selection: n configs of the pool, each as far (knobs that differ) from the
+    configs already taken as possible; ties go to the earlier (random) pool order."""
+    chosen: list[Config] = []
+    near = [min((sum(c[k] != t[k] for k in c) for t in taken), default=len(c)) for c in pool]
+    left = list(range(len(pool)))
+    while left and len(chosen) < n:
+        i = max(left, key=lambda j: near[j])
+        left.remove(i)
+        chosen.append(pool[i])
+        for j in left:
+            near[j] = min(near[j], sum(pool[j][k] != pool[i][k] for k in pool[i]))
+    return chosen

@@ -16,6 +16,7 @@ from autotune.cost_model.metrics import ape, kendall_tau, mape, top_k_score
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
+from measure.runner import MeasureResult
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 
@@ -118,6 +119,46 @@ def test_a_pretrained_model_steers_the_first_round(tmp_path: Path) -> None:
     got = sorted(landscape(TASK, c) for c in first)
     # half of the batch in the best 5% of the 200 samples: a random batch of 8 does that ~0.04% of the time
     assert got[3] <= sorted(secs)[len(secs) // 20]
+
+
+def test_a_misleading_prior_fades_as_the_task_is_measured(tmp_path: Path) -> None:
+    """A prior trained on the opposite landscape steers the first round to bad configs; the
+    model fitted to the task's own measurements takes over and the search recovers."""
+    rng = random.Random(4)
+    space = TASK.space()
+    cfgs = sorted({space.sample(rng) for _ in range(200)}, key=lambda c: c.key())
+    secs = sorted(landscape(TASK, c) for c in cfgs)
+    ds = Dataset()
+    ds.add(np.stack([config_features(TASK, c) for c in cfgs]), [1.0 / landscape(TASK, c) for c in cfgs], TASK.key())
+    model = make_model("xgb")
+    model.fit(ds)  # fitted to the inverse times: it ranks the slowest configs first
+    model.save(tmp_path / "wrong.json")
+    strategy, updater = guided_search(TASK, pretrained=tmp_path / "wrong.json", seed=3)
+    seen: list = []
+    Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
+          callbacks=[updater, lambda t, c, r: seen.append([landscape(TASK, x) for x in c])]).run(
+        TuneOptions(trials=40, batch=8))
+    assert min(seen[0]) > secs[len(secs) // 2]   # the prior's first picks: all in the slower half
+    assert min(min(b) for b in seen[1:]) <= secs[len(secs) // 20]  # then it finds the best 5%
+
+
+def test_an_untrained_model_gets_space_filling_batches() -> None:
+    """Before the model can tell configs apart, each batch covers the space: its configs lie
+    farther from their nearest neighbour (in knobs that differ; the first batch counts as a
+    neighbour of the second) than in random batches."""
+    def spacing(batch: list, others: list) -> float:
+        pts = batch + others
+        return sum(min(sum(a[k] != b[k] for k in a) for b in pts if b is not a) for a in batch) / len(batch)
+
+    space = TASK.space()
+    strategy, _ = guided_search(TASK, "xgb", seed=2)
+    first = strategy.propose(6)
+    strategy.update(first, [MeasureResult(costs=(1e-3,))] * 6)  # too few to fit: still uninformed
+    second = strategy.propose(6)
+    rng = random.Random(0)
+    for got, size in ((spacing(first, []), 6), (spacing(second, first), 12)):
+        randoms = sorted(spacing(space.sample_new(rng, set(), size), []) for _ in range(50))
+        assert got > randoms[-3]  # farther apart than 48 random batches of 50
 
 
 def test_make_search_picks_the_guided_search_for_a_cost_model() -> None:
