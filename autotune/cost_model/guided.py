@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 from typing import Sequence
 
@@ -32,9 +33,9 @@ class ModelScorer:
     configs, and the prior's weight, prior_samples / (prior_samples + measured), fades as the
     task's own data grow. A prior that transfers badly then cannot hold the search back."""
 
-    def __init__(self, model: CostModel, task: Task, trained: bool = False, prior: CostModel | None = None,
-                 prior_samples: int = 16, seed: int = 0) -> None:
-        self.model, self.task, self.trained, self.prior = model, task, trained, prior
+    def __init__(self, model: CostModel, task: Task, prior: CostModel | None = None, prior_samples: int = 16,
+                 seed: int = 0) -> None:
+        self.model, self.task, self.trained, self.prior = model, task, False, prior
         self.prior_samples, self.measured = prior_samples, 0
         self.cache: dict[Config, np.ndarray] = {}
         self.graph_cache: dict[Config, object] = {}
@@ -87,7 +88,6 @@ class ModelScorer:
     def _standard(self, model: CostModel, configs: Sequence[Config]) -> np.ndarray:
         if id(model) not in self._stats:
             if self._reference is None:
-                import random
                 self._reference = self.task.space().sample_new(random.Random(self.seed), set(), 128)
             ref = [c for c in self._reference if not np.isnan(self.features([c])).any()] or list(self._reference)
             p = np.asarray(model.predict(self.batch(ref, model)), np.float64)
