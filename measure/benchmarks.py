@@ -231,6 +231,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                     Tuner(t, make_strategy("random", t.space(), seed=100), runner, RecordLog(path)).run(
                         TuneOptions(trials=args.long - have, early_stopping=None))
             logs = {u.key(): [work / f"random_{_slug(u.key())}.jsonl"] for u in tasks}
+            feats: dict[Path, Dataset] = {}
             for name in GUIDED:  # every task from scratch first: the pretrained models learn from those logs too
                 if name not in args.searches.split(","):  # not rerun: its logs are reused
                     logs = {key: paths + [work / _guided_log(name, seed, key) for seed in range(1, args.seeds + 1)]
@@ -240,8 +241,10 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                     pre = None
                     if name == "xgb_pretrained":
                         m = make_model("xgb")
-                        m.fit(Dataset.from_records(r for key, paths in logs.items() if key != t.key()
-                                                   for path in paths for r in load_records(path)))
+                        for path in (p for paths in logs.values() for p in paths if p not in feats):
+                            feats[path] = Dataset.from_records(load_records(path))  # each log's features once
+                        m.fit(_union([(key, feats[path]) for key, paths in logs.items() if key != t.key()
+                                      for path in paths]))
                         pre = str(work / f"pre_{_slug(t.key())}.json")
                         m.save(pre)
                     for seed in range(1, args.seeds + 1):
@@ -252,7 +255,8 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                         Tuner(t, strategy, runner, RecordLog(glog), callbacks=[updater]).run(
                             TuneOptions(trials=args.trials, batch=args.batch, early_stopping=None))
                         out.setdefault("wall_s", {})[f"{name} seed {seed} {t.key()}"] = time.perf_counter() - t0
-                        logs[t.key()].append(glog)
+                        if name == "xgb":  # the pretrained models learn from random and scratch runs only
+                            logs[t.key()].append(glog)
     curves: dict[str, dict[str, list[float]]] = {}
     for t in tasks:
         runs = {}

@@ -96,9 +96,9 @@ class ModelScorer:
         return (np.asarray(model.predict(self.batch(configs, model)), np.float64) - mean) / std
 
     def __call__(self, configs: Sequence[Config]) -> np.ndarray:
-        X = self.features(configs)
-        if not self.informed:
+        if not self.informed:  # every config alike: no features needed yet
             return np.zeros(len(configs))
+        X = self.features(configs)
         if self.prior is None:
             out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
         elif not self.trained:
