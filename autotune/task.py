@@ -67,7 +67,9 @@ class Task:
     def schedule(self, cfg: Config | Mapping[str, Any]) -> tuple[Schedule, CodegenOptions]:
         """The schedule (and codegen options) of a config, validated against the space first."""
         cfg = self.space().validate(cfg)
-        s = Schedule(self.template.define(self.shape_dict, self.dtype))
+        t = self.template
+        shape, dtype = self.shape_dict, self.dtype
+        s = Schedule(t.define_for(shape, dtype, cfg) if t.define_for else t.define(shape, dtype))
         opts = self.template.schedule(s, cfg, self.shape_dict, self.threads)
         return s, opts
 

@@ -30,6 +30,7 @@ class Template:
     define(shape, dtype) -> output tensor of the compute definition
     space(shape, dtype, threads) -> ConfigSpace of its knobs
     schedule(sched, cfg, shape) applies primitives for a config (and returns codegen options)
+    define_for(shape, dtype, cfg) -> the definition that config schedules, when not define's
     reference(*inputs) -> the expected output, in NumPy
     flops(shape) -> floating-point operations (or bytes moved, for memory-bound operators)
     """
@@ -48,6 +49,9 @@ class Template:
     torch_reference: Callable[..., object] | None = None  # the same op in PyTorch (a baseline)
     shape_of: Callable[..., Mapping[str, int]] | None = None  # input arrays -> shape dims (for the decorator)
     free_dims: Callable[[str], bool] | None = None  # accepts dim names beyond `dims` (template-free ops)
+    # the definition a config schedules, where a knob chooses between equivalent definitions (same
+    # inputs, same output; e.g. conv2d over a flattened padded image); default: define
+    define_for: Callable[[Shape, str, Config], Tensor] | None = None
 
     def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
         """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""

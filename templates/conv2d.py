@@ -21,7 +21,16 @@ input pixel times kb/16 weight vectors). Knob names in brackets::
           Y[tile] (+)= acc     (clamped to the valid region: awkward shapes work)
 
 [tile] is "KBxOHBxOWB"; only tiles whose accumulators (plus the weight vectors and a broadcast)
-fit the 32 vector registers are offered.
+fit the 32 vector registers are offered. With stride 1, tiles "wKBxPB" use a second definition
+(define_flat): the padded image flattened row by row, so a tile is KB output channels (unrolled,
+each weight broadcast) by PB consecutive pixels (vectorized) and every tap reads one contiguous
+run of the input::
+
+    Xf[n, c, q] = padded X, rows of Wp = OW + dil*(S-1) laid end to end   [pad_at: root / inline /
+                                                                           else per thread]
+    per thread (its rows): for po, ko (or ko, po) [outer], [co]:
+      acc[kb, pb] = sum over c, r, s of Xf[n, c, p + r*dil*Wp + s*dil] * Wp[ko, c, r, s, ki]
+    Y[n, k, oh, ow] = Yf[n, k, oh*Wp + ow]          (the dil*(S-1) extra columns are dropped)
 Shape "1x64x56x56x64x3x3x1x1" is N=1 C=64 H=W=56 K=64 R=S=3 stride 1 pad 1 (dilation 1).
 """
 from __future__ import annotations
@@ -83,6 +92,44 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
         name="Y")
 
 
+def define_flat(shape: Shape, dtype: str) -> te.Tensor:
+    """The same convolution over the padded image flattened row by row (stride 1 only).
+
+    Xf[n, c, q] is the zero-padded input with rows of Wp = OW + dil*(S-1) columns laid end to end
+    (plus zeros of slack), so every kernel tap reads a contiguous run of it: output pixel
+    p = oh*Wp + ow of Yf needs Xf[n, c, p + r*dil*Wp + s*dil]. Yf computes all Wp columns of each row
+    (the last dil*(S-1) are garbage) and Y copies out the valid ones. A tile of consecutive pixels
+    is then one vector load per tap, with each weight broadcast: vectorized along the output width
+    instead of along output channels.
+    """
+    N, C, H, W, K, R, S = (shape[d] for d in ("N", "C", "H", "W", "K", "R", "S"))
+    OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
+    if st != 1:
+        raise ShapeError(f"conv2d: the flattened-width layout needs stride 1, got stride {st}")
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((K, C, R, S), dtype, name="W")
+    zero = te.const(0, dtype)
+    vec = 16 if dtype == "float32" else 8
+    Xf = te.compute(  # slack for whole tiles of up to 8 vectors of pixels past the last row
+        (N, C, Hp * Wp + dil * (S - 1) + 8 * vec),
+        lambda n, c, q: te.select(te.all_of(q // Wp >= pad, q // Wp < H + pad, q % Wp >= pad, q % Wp < W + pad),
+                                  X[n, c, q // Wp - pad, q % Wp - pad], zero),
+        name="Xf")
+    rc = te.reduce_axis(C, name="rc")
+    rr = te.reduce_axis(R, name="rr")
+    rs = te.reduce_axis(S, name="rs")
+    Yf = te.compute(
+        (N, K, OH * Wp),
+        lambda n, k, p: te.sum(Xf[n, rc, p + rr * (dil * Wp) + rs * dil] * Wt[k, rc, rr, rs], axis=(rc, rr, rs)),
+        name="Yf")
+    return te.compute((N, K, OH, OW), lambda n, k, oh, ow: Yf[n, k, oh * Wp + ow], name="Y")
+
+
+def define_for(shape: Shape, dtype: str, cfg: Config) -> te.Tensor:
+    """define_flat for the flattened-width tiles ("w..."), else define."""
+    return define_flat(shape, dtype) if cfg["tile"].startswith("w") else define(shape, dtype)
+
+
 MAX_ACC_VECTORS = 32  # vector registers (AVX-512 has 32); larger register tiles spill
 
 
@@ -101,6 +148,12 @@ def tiles(shape: Shape, dtype: str) -> list[str]:
                 # accumulators + the kb/vec weight vectors + one broadcast pixel must fit
                 if acc + nvec + 1 <= MAX_ACC_VECTORS or (ohb == 1 and owb == min(ows)):
                     out.append(f"{kb}x{ohb}x{owb}")
+    if shape["stride"] == 1:  # flattened-width tiles "wKBxPB": channels x consecutive pixels of Yf
+        Wp = conv_geometry(shape, "conv2d")[3]
+        for kb in _fit([4, 8, 16], K):
+            for pb in _fit([vec, 2 * vec, 3 * vec, 4 * vec, 6 * vec, 7 * vec], OH * Wp):
+                if min(kb, K) * -(-pb // vec) <= MAX_ACC_VECTORS - 4:  # + a pixel vector and weights
+                    out.append(f"w{kb}x{pb}")
     return out
 
 
@@ -114,7 +167,7 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
         par = [a for a, e in (("n", N), ("k", -(-K // vec)), ("oh", OH)) if e > 1] or ["none"]
     return ConfigSpace([
         ChoiceKnob("tile", tiles(shape, dtype)),              # register tile: channels x rows x columns
-        ChoiceKnob("cb", _fit([32, 64, 128, 256], C)),        # input channels per reduction block
+        ChoiceKnob("cb", _fit([16, 32, 64, 128, 256], C)),    # input channels per reduction block
         ChoiceKnob("red_order", ["crs", "rsc"]),              # reduction loop order inside the tile
         ChoiceKnob("outer", ["oh_k", "k_oh"]),                # order of the row-block and channel-block loops
         ChoiceKnob("pad_at", input_placements(has_pad)),      # layout and place of the (padded) input
@@ -131,6 +184,8 @@ def input_placements(has_pad: bool) -> list[str]:
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    if cfg["tile"].startswith("w"):
+        return schedule_flat(s, cfg, shape, threads)
     N, C, K = shape["N"], shape["C"], shape["K"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
     kb, ohb, owb = (int(x) for x in cfg["tile"].split("x"))
@@ -171,6 +226,56 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     return CodegenOptions()
 
 
+def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    """Schedule define_flat: Y (the copy of the valid columns) runs over threads, each thread
+    computing the rows of Yf (and the stretch of Xf) its rows need; Yf in tiles of kb channels x pb
+    pixels accumulated in registers (channels unrolled, pixels vectorized), the weights packed
+    in blocks of kb channels. [outer] orders the pixel and channel blocks; [pad_at] "root" or
+    "inline" places Xf there, other values per thread (or per image)."""
+    N, C, K = shape["N"], shape["C"], shape["K"]
+    OH, _, _, Wp = conv_geometry(shape, "conv2d")[:4]
+    kb, pb = (int(x) for x in cfg["tile"][1:].split("x"))
+    kb, cb = min(kb, K), min(cfg["cb"], C)
+    pb = min(pb, OH * Wp)
+    par = cfg["parallel"] if threads > 1 else "none"
+    s.pack("W", 0, kb, "Wp")                   # Wp[K/kb, C, R, S, kb]
+    # Y: the threads split output rows (or images, or channel blocks); Yf is computed per thread
+    at = "n"
+    if par == "oh":
+        s.split("Y", "oh", -(-OH // threads), "oht", "ohm")
+        s.reorder("Y", "oht", "n", "k", "ohm", "ow")
+        at = "oht"
+    elif par == "k":
+        s.split("Y", "k", -(-K // (kb * threads)) * kb, "kt", "km")
+        s.reorder("Y", "kt", "n", "km", "oh", "ow")
+        at = "kt"
+    s.vectorize("Y", "ow")
+    s.compute_at("Yf", "Y", at)
+    if par != "none":
+        s.parallel("Y", at)
+    s.split("Yf", "k", kb, "ko", "ki")
+    s.split("Yf", "p", pb, "po", "pi")
+    red = ["rc", "rr", "rs"] if cfg["red_order"] == "crs" else ["rr", "rs", "rc"]
+    outer_red: list[str] = []
+    if cb < C:
+        s.split("Yf", "rc", cb, "co", "ci")
+        red = ["ci" if a == "rc" else a for a in red]
+        outer_red = ["co"]
+    blocks = ["po", "ko"] if cfg["outer"] == "oh_k" else ["ko", "po"]
+    s.reorder("Yf", "n", blocks[0], *outer_red, blocks[1], *red, "ki", "pi")
+    s.cache_write("Yf", blocks[1])
+    s.unroll("Yf", "ki")
+    s.vectorize("Yf", "pi")
+    where = cfg["pad_at"].removeprefix("blocked_")
+    if where == "inline":
+        s.compute_inline("Xf")
+    elif where != "root":
+        s.compute_at("Xf", "Yf", "n")
+    if where != "inline":
+        s.split("Xf", "q", Wp, "qh", "qw")     # rows of the padded image: q // Wp and q % Wp simplify
+    return CodegenOptions()
+
+
 def place_padding_and_threads(s: Schedule, cfg: Config, par: str, outermost: str, rows: str = "oho") -> None:
     """Where the padded input (Xp, or its channel-blocked copy Xb) is computed ([pad_at]): root (once,
     before the threads start), rows (per row block), thread (per thread, inside the parallel loop,
@@ -206,14 +311,17 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
 
 
 def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
-    """Configs that were fast on a 2-core AVX-512 machine at the default shape: the channel-blocked
-    input (padded per thread, or once before the threads start), no reduction split (cb = C), 2 x 7
-    or 1 x 14 pixels by 32 channels."""
+    """Configs that were fast on a 2-core AVX-512 machine at the default shape: with stride 1, the
+    flattened-width layout with 8 channels x 48 pixels (its input padded per thread, or once on one
+    thread); then the channel-blocked input (padded per thread, or once before the threads start),
+    2 x 7 or 1 x 14 pixels by 32 channels. No reduction split (cb = C)."""
     sp = space(shape, dtype, threads)
     out: list[dict] = []
-    for tile, pad_at in (("32x2x7", "blocked_thread"), ("32x2x7", "blocked_root"), ("32x1x14", "blocked_thread"),
-                         ("32x2x4", "blocked_root")):
-        cfg = {"tile": tile, "cb": max(sp.by_name["cb"].values()), "red_order": "rsc", "outer": "k_oh",
+    flat = [("w8x48", "root" if threads == 1 else "blocked_thread", "crs", "oh_k")] if shape["stride"] == 1 else []
+    for tile, pad_at, red, outer in flat + [
+            ("32x2x7", "blocked_thread", "rsc", "k_oh"), ("32x2x7", "blocked_root", "rsc", "k_oh"),
+            ("32x1x14", "blocked_thread", "rsc", "k_oh"), ("32x2x4", "blocked_root", "rsc", "k_oh")]:
+        cfg = {"tile": tile, "cb": max(sp.by_name["cb"].values()), "red_order": red, "outer": outer,
                "pad_at": pad_at, "parallel": "oh"}
         fixed = {}
         for k in sp.knobs:  # snap each value into this shape's space
@@ -236,4 +344,5 @@ TEMPLATE = Template(
     flops=lambda s: 2.0 * s["N"] * s["K"] * s["C"] * s["R"] * s["S"]
     * out_size(s["H"], s["R"], s["stride"], s["pad"], s["dilation"])
     * out_size(s["W"], s["S"], s["stride"], s["pad"], s["dilation"]),
-    default_shape="1x64x56x56x64x3x3x1x1", presets=presets, torch_reference=torch_reference)
+    default_shape="1x64x56x56x64x3x3x1x1", presets=presets, torch_reference=torch_reference,
+    define_for=define_for)

@@ -137,9 +137,13 @@ class Printer:
                 self.stmt(x, ind, out)
         elif isinstance(s, For):
             v = self.name(s.var)
-            rng = "range(_lo, _hi)" if s.kind == "parallel" else f"range({self.expr(s.extent, 'int64')[0]})"
             note = {"vectorize": "  # vectorize", "parallel": "  # parallel over threads"}.get(s.kind, "")
-            out.append(f"{pad}for {v} in {rng}:{note}")
+            out.append(f"{pad}for {v} in range({self.expr(s.extent, 'int64')[0]}):{note}")
+            if s.kind == "parallel":  # this call runs [_lo, _hi); a constant range keeps the
+                # indices provably non-negative, so Numba's wraparound folds away and reads stay
+                # vector loads (range(_lo, _hi) made them gathers)
+                out.append(f"{pad}    if {v} < _lo or {v} >= _hi:")
+                out.append(f"{pad}        continue")
             self.stmt(s.body, ind + 1, out)
         elif isinstance(s, If):
             out.append(f"{pad}if {self.expr(s.cond)[0]}:")

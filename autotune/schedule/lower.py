@@ -79,14 +79,32 @@ class Lowerer:
 
         return te.transform(e, fn)
 
-    def padded_axes(self, st: Stage, body: Expr) -> dict[str, list[int]]:
-        """Root axes read only through the packed dimension of zero-padded packs: axis -> pack factors."""
+    def padded_axes(self, st: Stage, body: Expr, sub: dict[Var, Expr], value: Expr) -> dict[str, list[int]]:
+        """Root axes whose loops may run whole inside a cache tile, because every read they index
+        stays inside its buffer: reads through the packed dimension of zero-padded packs (axis -> the
+        pack factors, which the tile must divide), reads of a stage computed at this one whose local
+        buffer spans whole tiles, and reads whose index stays in bounds over the loops' whole ranges
+        (axis -> []). Garbage computed past the end is never written back."""
         root_vars = {a.var: a.name for a in list(st.tensor.axes) + list(st.tensor.reduce_axes)}
+        spatial = {a.var for a in st.tensor.axes}
         padded: dict[str, list[int]] = {}
         unsafe: set[str] = set()
         for ld in te.loads(body):
             pst = self.s.stages.get(ld.tensor.name)
             pack = pst.packed_from if pst is not None else None
+            attached_here = pst is not None and pst.attach[:2] == ("at", st.name)
+            if (self.spans_whole_tiles(pst, st, value) if attached_here  # type: ignore[arg-type]
+                    else self.in_bounds(ld, sub)):
+                # a spatial axis past its end only computes outputs that are dropped; a reduction
+                # axis would add what it reads there to real outputs (fine only for zero padding)
+                for ix in ld.indices:
+                    for v in te.walk(ix):
+                        if isinstance(v, Var) and v in root_vars:
+                            if v in spatial:
+                                padded.setdefault(root_vars[v], [])
+                            else:
+                                unsafe.add(root_vars[v])
+                continue
             for d, ix in enumerate(ld.indices):
                 names = {root_vars[v] for v in te.walk(ix) if isinstance(v, Var) and v in root_vars}
                 if (pack and d in (0, len(ld.indices) - 1) and isinstance(ix, BinOp) and ix.op in ("//", "%")
@@ -95,6 +113,23 @@ class Lowerer:
                 else:
                     unsafe |= names
         return {a: f for a, f in padded.items() if a not in unsafe}
+
+    def in_bounds(self, ld: Load, sub: dict[Var, Expr]) -> bool:
+        """Whether a read stays inside its tensor over the whole ranges of the loops (unclamped)."""
+        for ix, n in zip(ld.indices, ld.tensor.shape):
+            iv = interval(simplify(te.substitute(ix, sub), self.ranges), self.ranges)
+            if iv is None or iv[0] < 0 or iv[1] >= n:
+                return False
+        return True
+
+    def spans_whole_tiles(self, p: Stage, cons: Stage, cons_value: Expr) -> bool:
+        """Whether the local buffer of p (computed at cons) holds every read of whole tiles: its
+        region, bounded with the consumer's loops unclamped, is not cut to p's own extent."""
+        try:
+            _, lo, hi = self.region_span(p, cons, p.attach[2], cons_value)
+        except ScheduleError:
+            return False
+        return all(h - l + 1 <= n for l, h, n in zip(lo, hi, p.tensor.shape))
 
     # ---- stage lowering -------------------------------------------------------------------
     def lower_stage(self, st: Stage, region: Region | None) -> Stmt:
@@ -115,10 +150,10 @@ class Lowerer:
         reduce_op = t.body.op if isinstance(t.body, Reduce) else None
         raw = t.body.body if isinstance(t.body, Reduce) else t.body
         expanded = self.expand(st, raw)  # type: ignore[arg-type]
-        padded = self.padded_axes(st, expanded)
         root_vars = {a.var: a.name for a in list(t.axes) + list(t.reduce_axes)}
-        value = simplify(te.substitute(expanded, {v: simplify(offset[n] + axis_expr[n], self.ranges)
-                                                  for v, n in root_vars.items()}), self.ranges)
+        sub = {v: simplify(offset[n] + axis_expr[n], self.ranges) for v, n in root_vars.items()}
+        value = simplify(te.substitute(expanded, sub), self.ranges)
+        padded = self.padded_axes(st, expanded, sub, value)
         spatial = [a.name for a in t.axes]
         out_buf = region.buffer if region is not None else t
         store_idx = tuple(axis_expr[a] for a in spatial)
@@ -164,7 +199,8 @@ class Lowerer:
                 if cache_pos is not None and pos[v.name] > cache_pos and a in padded:
                     tile = c * e_v
                     outer_coefs = [f.terms[u] for u in vs[:k]]
-                    if all(p % tile == 0 for p in padded[a]) and all(x % tile == 0 for x in outer_coefs):
+                    if not padded[a] or (all(p % tile == 0 for p in padded[a])
+                                         and all(x % tile == 0 for x in outer_coefs)):
                         padded_ok.add(v.name)
 
         tile_mode: dict[str, str] = {}  # leaf -> "full" | "part" while emitting a versioned cache tile
@@ -338,8 +374,10 @@ class Lowerer:
         nbytes = math.prod(buf.shape) * ITEMSIZE[buf.dtype]
         self.locals.append(LocalBuffer(buf, "stack" if nbytes <= STACK_LIMIT_BYTES else "heap"))
 
-    def lower_attached(self, p: Stage, cons: Stage, leaf: str, cons_value: Expr, cons_out: Tensor) -> Stmt:
-        """The nest computing the region of attached stage p that consumer `cons` reads inside `leaf`."""
+    def region_span(self, p: Stage, cons: Stage, leaf: str,
+                    cons_value: Expr) -> tuple[list[Affine], list[int], list[int]]:
+        """Per dimension of p, the part of cons's read index fixed outside `leaf` and the range
+        [lo, hi] the loops inside it add: the region of p that one iteration of `leaf` reads."""
         inner = {cons.var(x) for x in cons.order[cons.order.index(leaf) + 1:]}
         accesses = [ld for ld in te.loads(cons_value) if ld.tensor is p.tensor]
         if not accesses:
@@ -364,6 +402,11 @@ class Lowerer:
                     raise ScheduleError("compute_at", leaf, f"{cons.name!r} reads {p.name!r} at unrelated places")
                 else:
                     lo[d], hi[d] = min(lo[d], iv[0] + o.const), max(hi[d], iv[1] + o.const)
+        return outer_parts, lo, hi  # type: ignore[return-value]
+
+    def lower_attached(self, p: Stage, cons: Stage, leaf: str, cons_value: Expr, cons_out: Tensor) -> Stmt:
+        """The nest computing the region of attached stage p that consumer `cons` reads inside `leaf`."""
+        outer_parts, lo, hi = self.region_span(p, cons, leaf, cons_value)
         axes = [a.name for a in p.tensor.axes]
         offset: dict[str, Expr] = {}
         extent: dict[str, int] = {}

@@ -35,3 +35,47 @@ def test_every_pad_at_matches_reference(shape, threads):
                "pad_at": pad_at, "parallel": par}
         got = task.build(cfg)(*inputs)
         assert_close(got, want, "float32", 9 * task.shape_dict["C"]), cfg
+
+
+FLAT_SHAPES = [
+    ("2x33x9x7x17x3x3x1x1x1", 2),   # two images, 33 channels (cb splits unevenly), K not a multiple of kb
+    ("1x5x11x13x20x3x2x1x0x2", 2),  # no padding, dilation 2, a 3x2 window
+    ("1x7x1x127x9x3x3x1x1x1", 2),   # one output row: nothing for a second thread
+    ("1x3x5x5x40x5x5x1x2x1", 1),    # one thread, a 5x5 window padded by 2
+]
+
+
+@pytest.mark.parametrize("shape,threads", FLAT_SHAPES)
+def test_flattened_width_tiles_match_reference(shape, threads):
+    """Every "w" tile (define_flat) with the input placements, parallel loops, block orders and
+    reduction splits in turn."""
+    task = Task.create("conv2d", shape, "float32", threads)
+    sp = task.space()
+    inputs = task.inputs(seed=2)
+    want = task.reference(inputs)
+    flat = [t for t in sp.by_name["tile"].values() if t.startswith("w")]
+    assert flat
+    knobs = {k: sp.by_name[k].values() for k in ("cb", "red_order", "outer", "pad_at", "parallel")}
+    for i, tile in enumerate(flat):
+        cfg = {"tile": tile, **{k: v[(i + j) % len(v)] for j, (k, v) in enumerate(knobs.items())}}
+        got = task.build(cfg)(*inputs)
+        assert_close(got, want, "float32", 9 * task.shape_dict["C"]), cfg
+
+
+def test_flattened_width_needs_stride_1():
+    tiles = Task.create("conv2d", "1x4x9x9x8x3x3x2x1x1").space().by_name["tile"].values()
+    assert tiles and not any(t.startswith("w") for t in tiles)
+    from autotune.errors import ShapeError
+    from templates.conv2d import define_flat
+    with pytest.raises(ShapeError, match="stride 1"):
+        define_flat(Task.create("conv2d", "1x4x9x9x8x3x3x2x1x1").shape_dict, "float32")
+
+
+def test_both_definitions_take_the_same_inputs_and_give_the_same_output():
+    from autotune.ir.expr import input_tensors
+    from templates.conv2d import define, define_flat
+    shape = Task.create("conv2d", "2x3x7x9x5x3x2x1x1x2").shape_dict
+    a, b = define(shape, "float64"), define_flat(shape, "float64")
+    assert a.shape == b.shape and a.dtype == b.dtype
+    sig = [[(t.name, t.shape, t.dtype) for t in input_tensors(o) if t.is_placeholder] for o in (a, b)]
+    assert sig[0] == sig[1]

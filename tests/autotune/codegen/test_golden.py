@@ -76,7 +76,17 @@ def g_fused_epilogue():
     return s
 
 
+def g_conv2d_flat():
+    """conv2d over the flattened padded image (templates.conv2d.define_flat), 2 threads over rows:
+    the padded rows per thread, whole 4 x 16 tiles in registers over the row ends, a clamped write-back."""
+    from autotune.task import Task
+    task = Task.create("conv2d", "1x3x7x9x5x3x3x1x1x1", "float32", 2)
+    return task.schedule({"tile": "w4x16", "cb": 16, "red_order": "crs", "outer": "oh_k",
+                          "pad_at": "blocked_thread", "parallel": "oh"})[0]
+
+
 CASES = {
+    "conv2d_flat": g_conv2d_flat,
     "matmul_37x29x23_packed": g_matmul_packed,
     "elementwise": g_elementwise,
     "split_tail": g_split_tail,
@@ -94,6 +104,9 @@ def reference(name, arrays):
         return np.exp(arrays[0]) - 1
     if name == "fused_epilogue":
         return np.maximum(arrays[0] @ arrays[1] + arrays[2], 0)
+    if name == "conv2d_flat":
+        from templates.conv2d import reference as conv2d
+        return conv2d(arrays[0], arrays[1], pad=1)
     raise KeyError(name)
 
 

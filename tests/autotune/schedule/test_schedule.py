@@ -315,6 +315,32 @@ def test_blis_like_schedule_runs(threads):
     assert_close(res, a @ b, "float32", 23)
 
 
+def test_tiles_run_whole_over_a_local_buffer_but_a_reduction_tail_stays_clamped():
+    """Y[i] = sum_k P[i + k] * W[k] with P computed per tile: the vectorized i loop reads only P's
+    local buffer, which holds whole tiles, so it runs whole (garbage lanes are not written back);
+    the k loop would add garbage to real outputs, so its tail stays clamped."""
+    A = te.placeholder((40,), name="A")
+    W = te.placeholder((4,), name="W")
+    P = te.compute((40,), lambda i: A[i] * 2.0, name="P")
+    k = te.reduce_axis(4, name="k")
+    Y = te.compute((37,), lambda i: te.sum(P[i + k] * W[k], axis=k), name="Y")
+    s = Schedule(Y)
+    s.split("Y", "i", 8, "io", "ii")
+    s.split("Y", "k", 3, "ko", "ki")
+    s.reorder("Y", "io", "ko", "ki", "ii")
+    s.cache_write("Y", "io")
+    s.vectorize("Y", "ii")
+    s.compute_at("P", "Y", "io")
+    src = generate_source(s)
+    assert "for ii in range(8):  # vectorize\n                    Y_acc[ii] +=" in src, src
+    assert "for ki in range(min(3, 4 - ko * 3)):" in src, src
+    assert "if 37 - io * 8 >= 8:" in src  # the write-back is clamped
+    rng = np.random.default_rng(2)
+    a, w = rng.uniform(-1, 1, 40).astype(np.float32), rng.uniform(-1, 1, 4).astype(np.float32)
+    want = np.array([sum(2 * a[i + j] * w[j] for j in range(4)) for i in range(37)], np.float32)
+    assert_close(build(s)(a, w), want, "float32", 4)
+
+
 def test_epilogue_schedules_run():
     out = dense_relu()
     rng = np.random.default_rng(1)
