@@ -200,12 +200,7 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     s.split("Y", "k", kb, "ko", "ki")
     s.split("Y", "oh", ohb, "oho", "ohi")
     s.split("Y", "ow", owb, "owo", "owi")
-    red = ["rc", "rr", "rs"] if cfg["red_order"] == "crs" else ["rr", "rs", "rc"]
-    outer_red: list[str] = []
-    if cb < C:
-        s.split("Y", "rc", cb, "co", "ci")
-        red = ["ci" if a == "rc" else a for a in red]
-        outer_red = ["co"]
+    outer_red, red = reduction_loops(s, "Y", cfg, cb, C)
     oh_loop = "oho"
     if par == "oh" and cfg["pad_at"] in ("thread", "blocked_thread"):
         # one contiguous chunk of row blocks per thread, so each thread pads just its rows, once
@@ -255,12 +250,7 @@ def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> Codeg
         s.parallel("Y", at)
     s.split("Yf", "k", kb, "ko", "ki")
     s.split("Yf", "p", pb, "po", "pi")
-    red = ["rc", "rr", "rs"] if cfg["red_order"] == "crs" else ["rr", "rs", "rc"]
-    outer_red: list[str] = []
-    if cb < C:
-        s.split("Yf", "rc", cb, "co", "ci")
-        red = ["ci" if a == "rc" else a for a in red]
-        outer_red = ["co"]
+    outer_red, red = reduction_loops(s, "Yf", cfg, cb, C)
     blocks = ["po", "ko"] if cfg["outer"] == "oh_k" else ["ko", "po"]
     s.reorder("Yf", "n", blocks[0], *outer_red, blocks[1], *red, "ki", "pi")
     s.cache_write("Yf", blocks[1])
@@ -274,6 +264,16 @@ def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> Codeg
     if where != "inline":
         s.split("Xf", "q", Wp, "qh", "qw")     # rows of the padded image: q // Wp and q % Wp simplify
     return CodegenOptions()
+
+
+def reduction_loops(s: Schedule, stage: str, cfg: Config, cb: int, C: int) -> tuple[list[str], list[str]]:
+    """Split the channel reduction into blocks of cb ([cb]) when cb < C: (loops outside the register
+    tile, loops inside it in [red_order])."""
+    red = ["rc", "rr", "rs"] if cfg["red_order"] == "crs" else ["rr", "rs", "rc"]
+    if cb >= C:
+        return [], red
+    s.split(stage, "rc", cb, "co", "ci")
+    return ["co"], ["ci" if a == "rc" else a for a in red]
 
 
 def place_padding_and_threads(s: Schedule, cfg: Config, par: str, outermost: str, rows: str = "oho") -> None:
