@@ -67,10 +67,9 @@ class Task:
     def schedule(self, cfg: Config | Mapping[str, Any]) -> tuple[Schedule, CodegenOptions]:
         """The schedule (and codegen options) of a config, validated against the space first."""
         cfg = self.space().validate(cfg)
-        t = self.template
-        shape, dtype = self.shape_dict, self.dtype
+        t, shape, dtype = self.template, self.shape_dict, self.dtype
         s = Schedule(t.define_for(shape, dtype, cfg) if t.define_for else t.define(shape, dtype))
-        opts = self.template.schedule(s, cfg, self.shape_dict, self.threads)
+        opts = t.schedule(s, cfg, shape, self.threads)
         return s, opts
 
     def source(self, cfg: Config | Mapping[str, Any]) -> str:

@@ -89,7 +89,8 @@ class ModelScorer:
         if id(model) not in self._stats:
             if self._reference is None:
                 self._reference = self.task.space().sample_new(random.Random(self.seed), set(), 128)
-            ref = [c for c in self._reference if not np.isnan(self.features([c])).any()] or list(self._reference)
+            ok = ~np.isnan(self.features(self._reference)).any(axis=1)
+            ref = [c for c, good in zip(self._reference, ok) if good] or list(self._reference)
             p = np.asarray(model.predict(self.batch(ref, model)), np.float64)
             self._stats[id(model)] = (float(p.mean()), float(p.std()) or 1.0)
         mean, std = self._stats[id(model)]

@@ -135,6 +135,11 @@ class EvolutionarySearch:
             self.measured[c] = r.median if r.ok else math.inf
 
 
+def _knob_distance(a: Config, b: Config) -> int:
+    """How many knobs two configs of one space set differently."""
+    return sum(a[k] != b[k] for k in a)
+
+
 def _diverse(ranked: list[Config], n: int, min_distance: int = 2) -> list[Config]:
     """The best-ranked configs, skipping any within `min_distance` knobs of one already taken
     (a batch of near-copies of one prediction teaches the model little); topped up in rank
@@ -143,7 +148,7 @@ def _diverse(ranked: list[Config], n: int, min_distance: int = 2) -> list[Config
     for c in ranked:
         if len(out) == n:
             return out
-        if all(sum(c[k] != o[k] for k in c) >= min_distance for o in out):
+        if all(_knob_distance(c, o) >= min_distance for o in out):
             out.append(c)
     taken = set(out)
     out += [c for c in ranked if c not in taken][:n - len(out)]
@@ -154,12 +159,12 @@ def _spread_out(pool: list[Config], n: int, taken: list[Config]) -> list[Config]
     """Greedy max-min selection: n configs of the pool, each as far (knobs that differ) from the
     configs already taken as possible; ties go to the earlier (random) pool order."""
     chosen: list[Config] = []
-    near = [min((sum(c[k] != t[k] for k in c) for t in taken), default=len(c)) for c in pool]
+    near = [min((_knob_distance(c, t) for t in taken), default=len(c)) for c in pool]
     left = list(range(len(pool)))
     while left and len(chosen) < n:
         i = max(left, key=lambda j: near[j])
         left.remove(i)
         chosen.append(pool[i])
         for j in left:
-            near[j] = min(near[j], sum(pool[j][k] != pool[i][k] for k in pool[i]))
+            near[j] = min(near[j], _knob_distance(pool[j], pool[i]))
     return chosen
