@@ -22,9 +22,7 @@ import importlib.util
 import os
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -33,14 +31,15 @@ import numpy as np
 
 from autotune.environment import configure_numba, settings
 from autotune.errors import CompileError, ShapeError
-from autotune.ir.stmt import LoopNest
+from autotune.ir.stmt import Function, LoopNest
 from autotune.schedule.lower import lower
 from autotune.schedule.schedule import Schedule
 
 configure_numba()
 import numba  # noqa: E402  (after configure_numba on purpose)
 
-from autotune.codegen.source import generate_source, source_hash  # noqa: E402
+from autotune.codegen.source import generate_source, scratch, source_hash  # noqa: E402
+from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
 def _cache_key_extra() -> str:
@@ -78,17 +77,6 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, 
         raise CompileError(f"Numba could not compile the kernel in {path}: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
     return mod, path, time.perf_counter() - t0
-
-
-_pools: dict[int, ThreadPoolExecutor] = {}
-_pool_lock = threading.Lock()
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    with _pool_lock:
-        if workers not in _pools:
-            _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="autotune")
-        return _pools[workers]
 
 
 @dataclass
@@ -132,30 +120,41 @@ class Kernel:
     def bind(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> Callable[[], np.ndarray]:
         ins = self._check(arrays)
         o = self.nest.output
-        result = out if out is not None else np.empty(o.shape, o.dtype)
+        if out is None:
+            result = np.empty(o.shape, o.dtype)
+        elif out.shape != o.shape or out.dtype != np.dtype(o.dtype) or not out.flags.c_contiguous:
+            raise ShapeError(f"out must be a C-contiguous {o.dtype} array of shape {o.shape}, "
+                             f"got {out.dtype} {out.shape}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
+        else:
+            result = out
         inter = [np.empty(t.shape, t.dtype) for t in self.nest.intermediates]
         args = tuple(ins) + (result,) + tuple(inter)
         main, prologue = self.main, self.prologue
+
+        def with_scratch(fn: Function) -> tuple[np.ndarray, ...]:
+            return args + tuple(np.empty(t.shape, t.dtype) for t in scratch(fn))
+        pro_args = with_scratch(self.nest.prologue) if self.nest.prologue is not None else ()
         ext = self.nest.main.parallel_extent
         if ext is None:
+            main_args = with_scratch(self.nest.main)
+
             def run() -> np.ndarray:
-                main(*args)
+                main(*main_args)
                 return result
             return run
         nthreads = max(1, min(self.threads, ext))
-        bounds = [(ext * t // nthreads, ext * (t + 1) // nthreads) for t in range(nthreads)]
-        pool = _pool(nthreads - 1) if nthreads > 1 else None
+        grain = max(1, ext // (8 * nthreads))  # about 8 chunks a thread, handed out as threads free up
+        per_thread = [with_scratch(self.nest.main) for _ in range(nthreads)]  # each thread its own scratch
+        if nthreads > 1:
+            entry_for(main)  # compile the team call now, not in the first timed run
 
         def run_parallel() -> np.ndarray:
             if prologue is not None:
-                prologue(*args)
-            if pool is None:
-                main(*args, 0, ext)
-                return result
-            futs = [pool.submit(main, *args, lo, hi) for lo, hi in bounds[1:]]
-            main(*args, *bounds[0])
-            for f in futs:
-                f.result()
+                prologue(*pro_args)
+            if nthreads == 1:
+                main(*per_thread[0], 0, ext)
+            else:
+                team_for(nthreads).run(main, per_thread, ext, grain)  # looked up per call: a forked child gets its own
             return result
         return run_parallel
 
@@ -169,5 +168,9 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     nest = lower(sched)
     source = generate_source(sched, nest, reassoc=reassoc)
     mod, path, secs = load_module(source, cache_dir)
-    return Kernel(nest, source, path, mod.kernel, getattr(mod, "prologue", None), secs,
-                  threads if threads is not None else settings().threads)
+    threads = threads if threads is not None else settings().threads
+    if threads > 1 and (nest.main.parallel_extent or 1) > 1:
+        t0 = time.perf_counter()
+        entry_for(mod.kernel)  # compiled here, so measuring does not pay for it
+        secs += time.perf_counter() - t0
+    return Kernel(nest, source, path, mod.kernel, getattr(mod, "prologue", None), secs, threads)

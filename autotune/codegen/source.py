@@ -167,9 +167,16 @@ class Printer:
             raise TypeError(f"cannot print {type(s).__name__}")
 
 
+def scratch(fn: Function) -> list[Tensor]:
+    """Local buffers too big for the stack. They are arguments, allocated by the caller once per
+    thread: allocating them in every call made the allocator map fresh pages each time (a page
+    fault per 4 KiB, costly in a virtual machine)."""
+    return [lb.tensor for lb in fn.locals if lb.scope == "heap"]
+
+
 def signature(fn: Function) -> str:
     parts = []
-    for t in fn.args:
+    for t in list(fn.args) + scratch(fn):
         dims = ", ".join([":"] * (t.ndim - 1) + ["::1"])
         parts.append(f"{NB_DTYPE[t.dtype]}[{dims}]")
     if fn.parallel_extent is not None:
@@ -179,17 +186,15 @@ def signature(fn: Function) -> str:
 
 def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...]) -> list[str]:
     body = unroll(fn.body)
-    args = [p.name(t) for t in fn.args] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
+    args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
     flags = "{" + ", ".join(repr(f) for f in sorted(fastmath)) + "}"
     out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\")",
            f"def {fn.name}({', '.join(args)}):"]
     for lb in fn.locals:
-        t = lb.tensor
-        shape = "(" + ", ".join(str(s) for s in t.shape) + ("," if t.ndim == 1 else "") + ")"
         if lb.scope == "stack":
+            t = lb.tensor
+            shape = "(" + ", ".join(str(s) for s in t.shape) + ("," if t.ndim == 1 else "") + ")"
             out.append(f"    {p.name(t)} = numba.carray(stack_empty({math.prod(t.shape)}, {NP_DTYPE[t.dtype]}), {shape})")
-        else:
-            out.append(f"    {p.name(t)} = np.empty({shape}, {NP_DTYPE[t.dtype]})")
     p.stmt(body, 1, out)
     return out
 

@@ -85,8 +85,18 @@ def g_conv2d_flat():
                           "pad_at": "blocked_thread", "parallel": "oh"})[0]
 
 
+def g_conv2d_flat_scratch():
+    """The same with an input stretch per thread too big for the stack (> 16 KiB): it becomes an
+    argument the caller allocates once per thread, not an allocation in every call."""
+    from autotune.task import Task
+    task = Task.create("conv2d", "1x16x16x30x8x3x3x1x1x1", "float32", 2)
+    return task.schedule({"tile": "w4x16", "cb": 16, "red_order": "crs", "outer": "oh_k",
+                          "pad_at": "blocked_thread", "parallel": "oh"})[0]
+
+
 CASES = {
     "conv2d_flat": g_conv2d_flat,
+    "conv2d_flat_scratch": g_conv2d_flat_scratch,
     "matmul_37x29x23_packed": g_matmul_packed,
     "elementwise": g_elementwise,
     "split_tail": g_split_tail,
@@ -104,7 +114,7 @@ def reference(name, arrays):
         return np.exp(arrays[0]) - 1
     if name == "fused_epilogue":
         return np.maximum(arrays[0] @ arrays[1] + arrays[2], 0)
-    if name == "conv2d_flat":
+    if name in ("conv2d_flat", "conv2d_flat_scratch"):
         from templates.conv2d import reference as conv2d
         return conv2d(arrays[0], arrays[1], pad=1)
     raise KeyError(name)

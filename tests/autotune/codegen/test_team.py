@@ -1,0 +1,90 @@
+"""The spinning thread team that runs parallel kernels: every range runs once, on the right
+thread count, whether the workers are spinning or asleep, and repeated calls reuse the job."""
+from __future__ import annotations
+
+import threading
+
+import autotune  # noqa: F401  (sets Numba up before numba is imported)
+import numba
+import numpy as np
+import pytest
+
+from autotune.codegen.team import Team, entry_for, team_for
+
+
+@numba.njit("void(int64[::1], int64[::1], int64, int64)", nogil=True)
+def _mark(out, calls, lo, hi):  # type: ignore[no-untyped-def]
+    for i in range(lo, hi):
+        out[i] += 1
+    calls[lo] += 1
+
+
+@pytest.mark.parametrize("workers,spin_us,grain", [(1, 2000.0, 1), (1, 0.0, 7), (2, 2000.0, 16), (2, 0.0, 1)])
+def test_every_iteration_runs_once_per_call(workers: int, spin_us: float, grain: int) -> None:
+    team = Team(workers, spin_us)
+    try:
+        n = 1000
+        out, calls = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        per_thread = [(out, calls)] * (workers + 1)
+        for _ in range(50):  # the same job again and again: workers rerun it without Python
+            team.run(_mark, per_thread, n, grain)
+        other = np.zeros(n, np.int64)
+        team.run(_mark, [(other, calls)] * (workers + 1), n, grain)  # a new job after the repeated one
+        assert (out == 50).all() and (other == 1).all()
+        starts = list(range(0, n, grain))
+        assert (calls[starts] == 51).all() and calls.sum() == 51 * len(starts)  # chunks of `grain`
+    finally:
+        team.stop()
+    assert not any(t.is_alive() for t in team._threads)
+
+
+def test_each_thread_runs_with_its_own_arguments() -> None:
+    team = team_for(2)
+    n = 64
+    mine, theirs = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    calls = np.zeros(n, np.int64)
+    for _ in range(20):
+        team.run(_mark, [(mine, calls), (theirs, calls)], n, 1)
+    assert ((mine + theirs) == 20).all()  # every iteration once, on one thread or the other
+
+
+def test_a_worker_woken_from_sleep_runs_its_range() -> None:
+    team = Team(1, spin_us=50.0)  # spins 50 us, then sleeps
+    try:
+        out, calls = np.zeros(10, np.int64), np.zeros(10, np.int64)
+        for _ in range(5):
+            team.run(_mark, [(out, calls)] * 2, 10)
+            threading.Event().wait(0.01)  # long enough for the worker to fall asleep
+        assert (out == 5).all()
+    finally:
+        team.stop()
+
+
+def test_bad_arguments_are_a_clear_error() -> None:
+    team = team_for(2)
+    with pytest.raises(ValueError, match="needs 2 argument tuples"):
+        team.run(_mark, [(np.zeros(4, np.int64), np.zeros(4, np.int64))], 4)
+    with pytest.raises(ValueError, match="grain >= 1"):
+        team.run(_mark, [(np.zeros(4, np.int64), np.zeros(4, np.int64))] * 2, 4, 0)
+
+
+def test_calls_from_several_python_threads_do_not_mix() -> None:
+    team = team_for(2)
+    n = 64
+    outs = [np.zeros(n, np.int64) for _ in range(4)]
+    calls = [np.zeros(n, np.int64) for _ in range(4)]
+
+    def hammer(i: int) -> None:
+        for _ in range(100):
+            team.run(_mark, [(outs[i], calls[i])] * 2, n)
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all((o == 100).all() for o in outs)
+
+
+def test_the_team_entry_is_compiled_once_per_kernel() -> None:
+    assert entry_for(_mark) is entry_for(_mark)
