@@ -88,3 +88,20 @@ def test_calls_from_several_python_threads_do_not_mix() -> None:
 
 def test_the_team_entry_is_compiled_once_per_kernel() -> None:
     assert entry_for(_mark) is entry_for(_mark)
+
+
+def test_a_parallel_kernel_checks_out_and_matches_on_two_threads() -> None:
+    from autotune.errors import ShapeError
+    from autotune.task import Task
+    task = Task.create("conv2d", "1x16x16x30x8x3x3x1x1x1", "float32", 2)
+    k = task.build({"tile": "w4x16", "cb": 16, "red_order": "crs", "outer": "oh_k",
+                    "pad_at": "blocked_thread", "parallel": "oh"})
+    assert k.nest.main.parallel_extent == 2
+    ins = task.inputs(seed=3)
+    out = np.full(k.output_shape, np.nan, np.float32)
+    run = k.bind(*ins, out=out)
+    for _ in range(3):  # repeated calls reuse the per-thread scratch buffers
+        assert run() is out
+        np.testing.assert_allclose(out, task.reference(ins), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ShapeError, match="out must be a C-contiguous float32 array"):
+        k.bind(*ins, out=np.empty(k.output_shape, np.float64))
