@@ -145,8 +145,6 @@ class Kernel:
         nthreads = max(1, min(self.threads, ext))
         grain = max(1, ext // (8 * nthreads))  # about 8 chunks a thread, handed out as threads free up
         per_thread = [with_scratch(self.nest.main) for _ in range(nthreads)]  # each thread its own scratch
-        if nthreads > 1:
-            entry_for(main)  # compile the team call now, not in the first timed run
 
         def run_parallel() -> np.ndarray:
             if prologue is not None:

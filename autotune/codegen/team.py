@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import platform
 import threading
@@ -53,21 +54,23 @@ _GEN, _SAME, _DONE, _SLEEP = 0, 1, 8, 16
 _STOP = -1
 
 
+def _element(context, builder, sig, args):  # type: ignore[no-untyped-def]
+    """The address of arr[i] for an intrinsic whose first two arguments are (arr, i)."""
+    a = context.make_array(sig.args[0])(context, builder, args[0])
+    return cgutils.get_item_pointer(context, builder, sig.args[0], a, [args[1]])
+
+
 @intrinsic
 def _load(typingctx, arr, i):  # type: ignore[no-untyped-def]
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], a, [args[1]])
-        return builder.load_atomic(ptr, "seq_cst", 8)
+        return builder.load_atomic(_element(context, builder, sig, args), "seq_cst", 8)
     return types.int64(arr, i), codegen
 
 
 @intrinsic
 def _store(typingctx, arr, i, value):  # type: ignore[no-untyped-def]
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], a, [args[1]])
-        builder.store_atomic(args[2], ptr, "seq_cst", 8)
+        builder.store_atomic(args[2], _element(context, builder, sig, args), "seq_cst", 8)
         return context.get_dummy_value()
     return types.void(arr, i, value), codegen
 
@@ -127,9 +130,7 @@ def _set(ctrl, i, value):  # type: ignore[no-untyped-def]
 @intrinsic
 def _fetch_add(typingctx, arr, i, value):  # type: ignore[no-untyped-def]
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], a, [args[1]])
-        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+        return builder.atomic_rmw("add", _element(context, builder, sig, args), args[2], "seq_cst")
     return types.int64(arr, i, value), codegen
 
 
@@ -164,14 +165,9 @@ def _call(fn, args, ext, grain, ctrl, w, g, nworkers, mode, spin):  # type: igno
         while True:
             _share(fn, args, ext, grain, ctrl, nxt)
             _store(ctrl, w * _STRIDE + _DONE, g)
-            t0 = _ticks()
-            while True:
-                new = _load(ctrl, w * _STRIDE + _GEN)
-                if new != g:
-                    break
-                if _ticks() - t0 > spin:
-                    return g
-                _relax()
+            new = _await_job(ctrl, w, g, spin)
+            if new == g:
+                return g
             if new == _STOP or _load(ctrl, w * _STRIDE + _SAME) == 0:
                 return new
             g = new
@@ -223,23 +219,18 @@ def entry_for(kernel: Any) -> _Entry:
     return e
 
 
-_ticks_per_us: float | None = None
-
-
 @numba.njit("int64()", nogil=True, cache=True)
 def _now():  # type: ignore[no-untyped-def]
     return _ticks()
 
 
+@functools.cache
 def ticks_per_us() -> float:
     """The cycle counter's rate, measured once over ~2 ms."""
-    global _ticks_per_us
-    if _ticks_per_us is None:
-        t0, c0 = time.perf_counter(), _now()
-        while time.perf_counter() - t0 < 0.002:
-            pass
-        _ticks_per_us = max(1.0, (_now() - c0) / ((time.perf_counter() - t0) * 1e6))
-    return _ticks_per_us
+    t0, c0 = time.perf_counter(), _now()
+    while time.perf_counter() - t0 < 0.002:
+        pass
+    return max(1.0, (_now() - c0) / ((time.perf_counter() - t0) * 1e6))
 
 
 class Team:
