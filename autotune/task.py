@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from autotune.codegen import Kernel, build, generate_source
+from autotune.codegen.buffers import aligned_copy
 from autotune.environment import settings
 from autotune.errors import ShapeError
 from autotune.schedule import Schedule
@@ -81,7 +82,9 @@ class Task:
         return build(s, threads=self.threads, reassoc=opts.reassoc)
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
-        return self.template.inputs(self.shape_dict, self.dtype, np.random.default_rng(seed))
+        """Random inputs, placed alike in every process (aligned_copy), so timings compare."""
+        return [aligned_copy(np.asarray(a))
+                for a in self.template.inputs(self.shape_dict, self.dtype, np.random.default_rng(seed))]
 
     def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         # shape values the inputs cannot tell go as keywords: the template's extra dims (stride,

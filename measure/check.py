@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autotune.codegen.buffers import aligned_empty
+
 REL_TOL = {"float32": 2e-3, "float64": 1e-9}
 
 
@@ -34,4 +36,6 @@ def check_output(out: np.ndarray, ref: np.ndarray, dtype: str) -> CheckResult:
 
 def poisoned(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """An output buffer full of NaN, so an element the kernel never writes shows up."""
-    return np.full(shape, np.nan, dtype=dtype)
+    out = aligned_empty(shape, dtype)
+    out.fill(np.nan)
+    return out

@@ -39,6 +39,7 @@ configure_numba()
 import numba  # noqa: E402  (after configure_numba on purpose)
 
 from autotune.codegen.source import generate_source, scratch, source_hash  # noqa: E402
+from autotune.codegen.buffers import aligned_empty  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
@@ -121,18 +122,18 @@ class Kernel:
         ins = self._check(arrays)
         o = self.nest.output
         if out is None:
-            result = np.empty(o.shape, o.dtype)
+            result = aligned_empty(o.shape, o.dtype)
         elif out.shape != o.shape or out.dtype != np.dtype(o.dtype) or not out.flags.c_contiguous:
             raise ShapeError(f"out must be a C-contiguous {o.dtype} array of shape {o.shape}, "
                              f"got {out.dtype} {out.shape}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
         else:
             result = out
-        inter = [np.empty(t.shape, t.dtype) for t in self.nest.intermediates]
+        inter = [aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates]
         args = tuple(ins) + (result,) + tuple(inter)
         main, prologue = self.main, self.prologue
 
         def with_scratch(fn: Function) -> tuple[np.ndarray, ...]:
-            return args + tuple(np.empty(t.shape, t.dtype) for t in scratch(fn))
+            return args + tuple(aligned_empty(t.shape, t.dtype) for t in scratch(fn))
         pro_args = with_scratch(self.nest.prologue) if self.nest.prologue is not None else ()
         ext = self.nest.main.parallel_extent
         if ext is None:
