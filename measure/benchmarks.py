@@ -206,9 +206,11 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     scratch, and with a model trained on everything measured on the other tasks (other shapes and
     operators: their long random searches and their guided searches from scratch): the trials
     their runs took (the mean over --seeds runs).
-    On a noisy machine a lucky sample can set an unreachable target, so the best configs of every
-    search are re-timed together (alternating, medians of --rounds rounds) and those times replace
-    the logged ones before the trials are counted. Tasks: --tasks "op:shape,op:shape,..."; the
+    On a noisy machine a lucky sample can set an unreachable target, and searches logged at
+    different times ran at different machine speeds, so the contenders of every search (its best
+    --retime configs and every config within --retime-within of its best) are re-timed together
+    (alternating, medians of --rounds rounds) and those times replace the logged ones before the
+    trials are counted. Tasks: --tasks "op:shape,op:shape,..."; the
     long random logs in --workdir are reused; --analyze-only recounts from the logs there."""
     from autotune.cost_model import Dataset, make_model
     from autotune.cost_model.guided import guided_search
@@ -270,8 +272,9 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                            if r.key == t.key()][:limit]
         top: list[dict] = []
         for seq in runs.values():
-            for cfg, sec in sorted(seq, key=lambda x: x[1])[:args.retime]:
-                if math.isfinite(sec) and cfg not in top:
+            ranked = sorted((x for x in seq if math.isfinite(x[1])), key=lambda x: x[1])
+            for i, (cfg, sec) in enumerate(ranked):
+                if (i < args.retime or sec <= args.retime_within * ranked[0][1]) and cfg not in top:
                     top.append(cfg)
         retimed = _retime(t, top, args.rounds)
         fixed = {label: [retimed.get(json.dumps(c, sort_keys=True), sec) for c, sec in seq]
@@ -475,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--batch", type=int, default=4, help="search-efficiency: configs per guided round "
                         "(the model refits after each)")
         sp.add_argument("--retime", type=int, default=6, help="search-efficiency: best configs per search re-timed")
+        sp.add_argument("--retime-within", type=float, default=1.5, help="search-efficiency: also re-time every "
+                        "config logged within this factor of its search's best (the machine's speed drifts "
+                        "between and during searches)")
         sp.add_argument("--rounds", type=int, default=3, help="search-efficiency: alternating re-timing rounds")
         sp.add_argument("--workdir", default="search-efficiency")
         sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")

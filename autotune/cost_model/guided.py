@@ -18,6 +18,7 @@ import numpy as np
 
 from autotune.cost_model import CostModel, Dataset, load_model, make_model
 from autotune.cost_model.features import config_features, feature_length
+from autotune.cost_model.metrics import kendall_tau
 from autotune.errors import AutotuneError
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.space import Config
@@ -30,13 +31,16 @@ class ModelScorer:
 
     With a prior (a pretrained model), scores blend the prior and the model fitted to this
     task's own measurements: each is standardised over a fixed random sample of the task's
-    configs, and the prior's weight, prior_samples / (prior_samples + measured), fades as the
-    task's own data grow. A prior that transfers badly then cannot hold the search back."""
+    configs, and the prior's weight, trust * prior_samples / (prior_samples + measured), fades as
+    the task's own data grow. trust is how well the prior ranks what this task has measured so
+    far (Kendall tau over `trusted_tau`, clipped to [0, 1]; see judge_prior): a prior that
+    transfers badly loses its say after a batch or two instead of holding the search back."""
 
     def __init__(self, model: CostModel, task: Task, prior: CostModel | None = None, prior_samples: int = 16,
-                 seed: int = 0) -> None:
+                 seed: int = 0, trusted_tau: float = 0.3) -> None:
         self.model, self.task, self.trained, self.prior = model, task, False, prior
         self.prior_samples, self.measured = prior_samples, 0
+        self.trusted_tau, self.prior_trust = trusted_tau, 1.0
         self.cache: dict[Config, np.ndarray] = {}
         self.graph_cache: dict[Config, object] = {}
         self.seed = seed
@@ -45,8 +49,21 @@ class ModelScorer:
 
     @property
     def informed(self) -> bool:
-        """Whether the scores mean anything yet (a prior, or a model fitted to this task)."""
-        return self.trained or self.prior is not None
+        """Whether the scores mean anything yet (a trusted prior, or a model fitted to this task)."""
+        return self.trained or (self.prior is not None and self.prior_trust > 0)
+
+    def judge_prior(self, configs: Sequence[Config], seconds: Sequence[float]) -> None:
+        """Set prior_trust from how the prior ranks these measured configs of the task (a failed
+        one, at infinite seconds, counts as slower than any that ran)."""
+        if self.prior is None:
+            return
+        t = np.asarray(seconds, np.float64)
+        finite = t[np.isfinite(t)]
+        if len(configs) < 4 or len(np.unique(finite)) < 2:
+            return  # too little to judge by: the prior keeps the trust it has
+        t[~np.isfinite(t)] = 2 * finite.max()
+        tau = kendall_tau(self.prior.predict(self.batch(configs, self.prior)), t)
+        self.prior_trust = float(np.clip(tau / self.trusted_tau, 0.0, 1.0))
 
     def features(self, configs: Sequence[Config]) -> np.ndarray:
         rows = []
@@ -100,13 +117,13 @@ class ModelScorer:
         if not self.informed:  # every config alike: no features needed yet
             return np.zeros(len(configs))
         X = self.features(configs)
-        if self.prior is None:
+        w = self.prior_trust * self.prior_samples / (self.prior_samples + self.measured) if self.prior else 0.0
+        if not w:
             out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
         elif not self.trained:
-            out = np.asarray(self.prior.predict(self.batch(configs, self.prior)), np.float64)
+            out = np.asarray(self.prior.predict(self.batch(configs, self.prior)), np.float64)  # type: ignore[union-attr]
         else:
-            w = self.prior_samples / (self.prior_samples + self.measured)
-            out = w * self._standard(self.prior, configs) + (1 - w) * self._standard(self.model, configs)
+            out = w * self._standard(self.prior, configs) + (1 - w) * self._standard(self.model, configs)  # type: ignore[arg-type]
         out[np.isnan(X).any(axis=1)] = -math.inf
         return out
 
@@ -117,6 +134,7 @@ class ModelUpdater:
     def __init__(self, scorer: ModelScorer, min_samples: int = 8) -> None:
         self.scorer = scorer
         self.data = Dataset()
+        self.configs: list[Config] = []  # what data holds, row by row
         self.min_samples = min_samples
         self.fits = 0
 
@@ -127,7 +145,9 @@ class ModelUpdater:
         kept = [c for c, k in zip(configs, keep) if k]
         graphs = self.scorer.graphs(kept) if getattr(self.scorer.model, "needs_graphs", False) else None
         self.data.add(X[keep], [s for s, k in zip(secs, keep) if k], task.key(), graphs)
+        self.configs += kept
         self.scorer.measured = len(self.data)
+        self.scorer.judge_prior(self.configs, self.data.seconds)
         if len(self.data) >= self.min_samples and np.isfinite(self.data.y).any() and self.data.y.max() > 0:
             self.scorer.model.update(self.data)
             self.scorer.trained = True

@@ -32,18 +32,22 @@ class EvolutionarySearch:
     def __init__(self, space: ConfigSpace, seed: int = 0, population: int = 32, elite: int = 4,
                  mutation_rate: float = 0.3, crossover_rate: float = 0.5, score: Scorer | None = None,
                  generations: int = 3, model_population: int = 256,
-                 epsilon: float = 0.1, score_informed: bool = False) -> None:
+                 epsilon: float = 0.1, score_informed: bool = False, prior_share: float = 0.5) -> None:
         """With `score`, each round evolves `model_population` configs for `generations` on the
         predicted scores and proposes the best unmeasured ones, plus an `epsilon` share of random
         configs (exploration the model cannot bias). score_informed: the scores mean something
-        before anything is measured (a pretrained model), so the first round evolves on them too."""
+        before anything is measured (a pretrained model), so the first round evolves on them too;
+        it takes `prior_share` of its batch from the scores and fills the rest space-filling, so
+        the first measurements can show whether the scores were right."""
+        if not 0 < prior_share <= 1:
+            raise ValueError(f"prior_share must be in (0, 1], got {prior_share!r}")
         self.space = space
         self.rng = random.Random(seed)
         self.population, self.elite = population, elite
         self.mutation_rate, self.crossover_rate = mutation_rate, crossover_rate
         self.score = score
         self.generations, self.model_population, self.epsilon = generations, model_population, epsilon
-        self.score_informed = score_informed
+        self.score_informed, self.prior_share = score_informed, prior_share
         self._explore = 0.0
         self.seen: set[Config] = set()
         self.measured: dict[Config, float] = {}
@@ -104,6 +108,12 @@ class EvolutionarySearch:
         if self.score is not None and not (self.measured or self.score_informed):
             pool = self.space.sample_new(self.rng, self.seen, self.model_population)
             out = _spread_out(pool, n, [])
+            self.seen.update(out)
+            return out or None
+        if self.score is not None and not self.measured:  # informed scores before any measurement
+            out = self._model_round(max(1, round(n * self.prior_share)))
+            pool = self.space.sample_new(self.rng, self.seen | set(out), self.model_population)
+            out += _spread_out(pool, n - len(out), out)
             self.seen.update(out)
             return out or None
         if self.score is not None:

@@ -121,9 +121,27 @@ def test_a_pretrained_model_steers_the_first_round(tmp_path: Path) -> None:
     assert got[3] <= sorted(secs)[len(secs) // 20]
 
 
+def test_a_prior_that_ranks_the_task_well_keeps_its_say(tmp_path: Path) -> None:
+    rng = random.Random(6)
+    space = TASK.space()
+    cfgs = sorted({space.sample(rng) for _ in range(200)}, key=lambda c: c.key())
+    ds = Dataset()
+    ds.add(np.stack([config_features(TASK, c) for c in cfgs]), [landscape(TASK, c) for c in cfgs], TASK.key())
+    model = make_model("xgb")
+    model.fit(ds)
+    model.save(tmp_path / "good.json")
+    strategy, updater = guided_search(TASK, pretrained=tmp_path / "good.json", seed=7)
+    trust: list = []
+    Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
+          callbacks=[updater, lambda t, c, r: trust.append(updater.scorer.prior_trust)]).run(
+        TuneOptions(trials=16, batch=8))
+    assert trust[0] > 0.5 and trust[-1] > 0.5
+
+
 def test_a_misleading_prior_fades_as_the_task_is_measured(tmp_path: Path) -> None:
-    """A prior trained on the opposite landscape steers the first round to bad configs; the
-    model fitted to the task's own measurements takes over and the search recovers."""
+    """A prior trained on the opposite landscape steers its half of the first round to bad
+    configs; the first measurements show it ranks them backwards, it loses its say, and the search
+    recovers."""
     rng = random.Random(4)
     space = TASK.space()
     cfgs = sorted({space.sample(rng) for _ in range(200)}, key=lambda c: c.key())
@@ -135,11 +153,13 @@ def test_a_misleading_prior_fades_as_the_task_is_measured(tmp_path: Path) -> Non
     model.save(tmp_path / "wrong.json")
     strategy, updater = guided_search(TASK, pretrained=tmp_path / "wrong.json", seed=3)
     seen: list = []
+    trust: list = []
     Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
-          callbacks=[updater, lambda t, c, r: seen.append([landscape(TASK, x) for x in c])]).run(
-        TuneOptions(trials=40, batch=8))
-    assert min(seen[0]) > secs[len(secs) // 2]   # the prior's first picks: all in the slower half
-    assert min(min(b) for b in seen[1:]) <= secs[len(secs) // 20]  # then it finds the best 5%
+          callbacks=[updater, lambda t, c, r: seen.append([landscape(TASK, x) for x in c]),
+                     lambda t, c, r: trust.append(updater.scorer.prior_trust)]).run(TuneOptions(trials=40, batch=8))
+    assert min(seen[0][:4]) > secs[len(secs) // 2]   # the prior's first picks: all in the slower half
+    assert trust[0] == 0.0 and set(trust) == {0.0}  # judged by the first batch, and never trusted again
+    assert min(min(b) for b in seen[1:3]) <= secs[len(secs) // 20]  # within two more batches: the best 5%
 
 
 def test_an_untrained_model_gets_space_filling_batches() -> None:
