@@ -117,13 +117,14 @@ class ModelScorer:
         if not self.informed:  # every config alike: no features needed yet
             return np.zeros(len(configs))
         X = self.features(configs)
-        w = self.prior_trust * self.prior_samples / (self.prior_samples + self.measured) if self.prior else 0.0
-        if not w:
+        prior = self.prior
+        w = self.prior_trust * self.prior_samples / (self.prior_samples + self.measured)
+        if prior is None or not w:
             out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
         elif not self.trained:
-            out = np.asarray(self.prior.predict(self.batch(configs, self.prior)), np.float64)  # type: ignore[union-attr]
+            out = np.asarray(prior.predict(self.batch(configs, prior)), np.float64)
         else:
-            out = w * self._standard(self.prior, configs) + (1 - w) * self._standard(self.model, configs)  # type: ignore[arg-type]
+            out = w * self._standard(prior, configs) + (1 - w) * self._standard(self.model, configs)
         out[np.isnan(X).any(axis=1)] = -math.inf
         return out
 
