@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from autotune.codegen.buffers import aligned_empty
 from autotune.environment import configure_numba, settings
 from autotune.errors import CompileError, ShapeError
 from autotune.ir.stmt import Function, LoopNest
@@ -39,7 +40,6 @@ configure_numba()
 import numba  # noqa: E402  (after configure_numba on purpose)
 
 from autotune.codegen.source import generate_source, scratch, source_hash  # noqa: E402
-from autotune.codegen.buffers import aligned_empty  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
