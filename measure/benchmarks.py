@@ -4,6 +4,7 @@
     python -m measure.benchmarks throughput --op matmul --shape 512x512x512 --trials 16
     python -m measure.benchmarks ray-scaling --op matmul --shape 256x256x256 --trials 16
     python -m measure.benchmarks search-efficiency --long 128 --trials 64 --plot curves.png
+    python -m measure.benchmarks surrogate-efficiency --workdir search-efficiency --seeds 8
     python -m measure.benchmarks model-accuracy --workdir search-efficiency
 
 `ray-scaling` compares 1 vs 2 compile workers and the Ray runner with the local one.
@@ -12,7 +13,8 @@
 times and of their minimum times. `throughput` measures candidates per minute with a cold
 compile cache and again with a warm one (the same configs, a new runner each time).
 `search-efficiency` counts the trials searches need to reach 95% of the best a long random
-search found; `model-accuracy` scores cost models on held-out tasks of its logs.
+search found; `surrogate-efficiency` counts the same on landscapes fitted to its logs, over many
+seeds and without timing; `model-accuracy` scores cost models on held-out tasks of its logs.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from measure.timing import TimingProtocol, time_callable
 
@@ -209,9 +211,10 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     On a noisy machine a lucky sample can set an unreachable target, and searches logged at
     different times ran at different machine speeds, so the contenders of every search (its best
     --retime configs and every config within --retime-within of its best) are re-timed together
-    (alternating, medians of --rounds rounds) and those times replace the logged ones before the
-    trials are counted. Tasks: --tasks "op:shape,op:shape,..."; the
-    long random logs in --workdir are reused; --analyze-only recounts from the logs there."""
+    (alternating, medians of --rounds rounds; then the --final fastest again over --final-rounds)
+    and those times replace the logged ones before the trials are counted. Tasks: --tasks
+    "op:shape,op:shape,..."; the long random logs in --workdir are reused; --analyze-only
+    recounts from the logs there."""
     from autotune.cost_model import Dataset, make_model
     from autotune.cost_model.guided import guided_search
     from autotune.records import RecordLog, load_records
@@ -276,7 +279,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
             for i, (cfg, sec) in enumerate(ranked):
                 if (i < args.retime or sec <= args.retime_within * ranked[0][1]) and cfg not in top:
                     top.append(cfg)
-        retimed = _retime(t, top, args.rounds)
+        retimed = _retime(t, top, args.rounds, args.final, args.final_rounds)
         fixed = {label: [retimed.get(json.dumps(c, sort_keys=True), sec) for c, sec in seq]
                  for label, seq in runs.items()}
         rand = fixed["random"]
@@ -320,9 +323,12 @@ def _guided_log(name: str, seed: int, key: str) -> str:
     return f"{name}_s{seed}_{_slug(key)}.jsonl"
 
 
-def _retime(task, configs: Sequence[dict], rounds: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _retime(task, configs: Sequence[dict], rounds: int, final: int = 0,  # type: ignore[no-untyped-def]
+            final_rounds: int = 0) -> dict[str, float]:
     """Median seconds of each config over `rounds` alternating rounds in this process (kernels
-    from the disk cache), keyed by the config's JSON."""
+    from the disk cache), keyed by the config's JSON. Then the `final` fastest of them are timed
+    again over `final_rounds` more alternating rounds, and those medians replace theirs: the
+    configs that decide a count near the target get the most samples."""
     from measure.check import check_output
     ins = task.inputs(seed=0)
     ref = task.reference(ins)
@@ -336,6 +342,14 @@ def _retime(task, configs: Sequence[dict], rounds: int) -> dict[str, float]:  # 
         if not check_output(fn(), ref, task.dtype).ok:
             continue
         runs[json.dumps(cfg, sort_keys=True)] = fn
+    medians = _alternate(runs, rounds)
+    best = sorted(medians, key=medians.__getitem__)[:final]
+    medians.update(_alternate({key: runs[key] for key in best}, final_rounds))
+    return medians
+
+
+def _alternate(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds of each callable over `rounds` rounds, each round in a rotated order."""
     samples: dict[str, list[float]] = {key: [] for key in runs}
     proto = TimingProtocol(warmup=1, repeat=3, min_repeat_ms=30)
     keys = list(runs)
@@ -343,6 +357,32 @@ def _retime(task, configs: Sequence[dict], rounds: int) -> dict[str, float]:  # 
         for key in keys[i % max(len(keys), 1):] + keys[:i % max(len(keys), 1)]:
             samples[key].append(time_callable(runs[key], proto).median)
     return {key: statistics.median(v) for key, v in samples.items() if v}
+
+
+def surrogate_efficiency(args: argparse.Namespace) -> dict:
+    """search-efficiency on surrogates: each task's landscape is fitted to every log in --workdir
+    (measure.surrogate), and the searches of --compare run --seeds times on it, with log-normal
+    noise of sigma --noise per measurement. Nothing is compiled or timed, so strategies can be
+    compared over many seeds; the counts rank searches, they do not replace the real benchmark."""
+    from autotune.records import load_records
+    from autotune.task import Task
+    from measure.surrogate import Surrogate, compare
+    records = [r for path in sorted(Path(args.workdir).glob("*.jsonl")) for r in load_records(path)]
+    names = args.compare.split(",")
+    out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}
+    for op, shape in (t.split(":") for t in args.tasks.split(",")):
+        task = Task.create(op, shape, args.dtype, args.threads)
+        row = compare(Surrogate.fit(task, records), names, seeds=range(1, args.seeds + 1), trials=args.trials,
+                      batch=args.batch, noise=args.noise, long=args.long)
+        out["tasks"][task.key()] = row
+        print(f"{task.key():<44} random {row['random_expected']:6.1f} expected; " + "; ".join(
+            f"{n} {r['mean_censored']:.1f} {r['runs']}" for n, r in row["searches"].items()), flush=True)
+    for name in names:
+        saving = statistics.median(r["searches"][name]["saving_vs_random"] for r in out["tasks"].values())
+        out[f"{name}_median_saving"] = saving
+        print(f"{name}: median over tasks of trials saved vs random (a miss counts as {args.trials + 1}): "
+              f"{saving:.2f}")
+    return out
 
 
 def model_accuracy(args: argparse.Namespace) -> dict:
@@ -452,7 +492,8 @@ def _plot_curves(curves: dict, flops: dict, rows: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m measure.benchmarks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("spread", "throughput", "ray-scaling", "search-efficiency", "model-accuracy", "_once"):
+    for name in ("spread", "throughput", "ray-scaling", "search-efficiency", "surrogate-efficiency", "model-accuracy",
+                 "_once"):
         sp = sub.add_parser(name)
         sp.add_argument("--op", default="matmul")
         sp.add_argument("--shape", default="1024x1024x1024")
@@ -475,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(seeds 1..N; trials are averaged over them)")
         sp.add_argument("--searches", default=",".join(GUIDED), help="search-efficiency: the guided searches "
                         "to run (the logs of the others are reused)")
+        sp.add_argument("--compare", default="random,evolutionary,xgb,lgbm", help="surrogate-efficiency: "
+                        "the searches to compare (strategy names, or cost-model names for guided search)")
+        sp.add_argument("--noise", type=float, default=0.1, help="surrogate-efficiency: sigma of the "
+                        "log-normal noise on every surrogate measurement")
         sp.add_argument("--batch", type=int, default=4, help="search-efficiency: configs per guided round "
                         "(the model refits after each)")
         sp.add_argument("--retime", type=int, default=6, help="search-efficiency: best configs per search re-timed")
@@ -482,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
                         "config logged within this factor of its search's best (the machine's speed drifts "
                         "between and during searches)")
         sp.add_argument("--rounds", type=int, default=3, help="search-efficiency: alternating re-timing rounds")
+        sp.add_argument("--final", type=int, default=12, help="search-efficiency: the fastest re-timed configs "
+                        "of each task, timed again over --final-rounds")
+        sp.add_argument("--final-rounds", type=int, default=9, help="search-efficiency: alternating rounds of "
+                        "the final re-timing")
         sp.add_argument("--workdir", default="search-efficiency")
         sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")
     args = p.parse_args(argv)
@@ -489,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
         _once(args)
         return 0
     res = {"spread": spread, "throughput": throughput, "ray-scaling": ray_scaling,
-           "search-efficiency": search_efficiency, "model-accuracy": model_accuracy}[args.cmd](args)
+           "search-efficiency": search_efficiency, "surrogate-efficiency": surrogate_efficiency,
+           "model-accuracy": model_accuracy}[args.cmd](args)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
     return 0

@@ -12,7 +12,7 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.benchmarks import _running_best, _slug, _trials_to, model_accuracy
+from measure.benchmarks import _alternate, _running_best, _slug, _trials_to, model_accuracy
 from measure.replay import ReplayRunner
 
 
@@ -20,6 +20,20 @@ def test_trials_to_counts_from_one_and_gives_none_when_never_reached() -> None:
     bests = _running_best([5.0, 3.0, math.inf, 2.0, 4.0])
     assert bests == [5.0, 3.0, 3.0, 2.0, 2.0]
     assert _trials_to(3.0, bests) == 2 and _trials_to(1.0, bests) is None
+
+
+def test_alternate_times_every_callable_every_round_and_keys_medians() -> None:
+    calls: dict[str, int] = {"a": 0, "b": 0}
+
+    def counting(key: str):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            calls[key] += 1
+        return run
+
+    medians = _alternate({"a": counting("a"), "b": counting("b")}, rounds=3)
+    assert set(medians) == {"a", "b"} and all(m > 0 for m in medians.values())
+    assert calls["a"] >= 3 and calls["b"] >= 3
+    assert _alternate({"a": counting("a")}, rounds=0) == {}
 
 
 def landscape(task, cfg) -> float:  # type: ignore[no-untyped-def]
