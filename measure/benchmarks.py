@@ -37,6 +37,7 @@ from measure.timing import TimingProtocol, time_callable
 
 if TYPE_CHECKING:
     from autotune.cost_model import Dataset
+    from autotune.task import Task
 
 PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100, retake_stolen=15)
 
@@ -219,11 +220,9 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     from autotune.cost_model.guided import guided_search
     from autotune.records import RecordLog, load_records
     from autotune.search import make_strategy
-    from autotune.task import Task
     from autotune.tuner import Tuner, TuneOptions
     from measure.local import LocalRunner, LocalRunnerOptions
-    specs = [t.split(":") for t in args.tasks.split(",")]
-    tasks = [Task.create(op, shape, args.dtype, args.threads) for op, shape in specs]
+    tasks = _tasks(args)
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     out: dict = {"long_random": args.long, "trials": args.trials, "tasks": {}}
@@ -319,6 +318,13 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     return out
 
 
+def _tasks(args: argparse.Namespace) -> list[Task]:
+    """The tasks of --tasks "op:shape,op:shape,...", in --dtype on --threads."""
+    from autotune.task import Task
+    return [Task.create(op, shape, args.dtype, args.threads) for op, shape in
+            (spec.split(":") for spec in args.tasks.split(","))]
+
+
 def _guided_log(name: str, seed: int, key: str) -> str:
     return f"{name}_s{seed}_{_slug(key)}.jsonl"
 
@@ -365,13 +371,11 @@ def surrogate_efficiency(args: argparse.Namespace) -> dict:
     noise of sigma --noise per measurement. Nothing is compiled or timed, so strategies can be
     compared over many seeds; the counts rank searches, they do not replace the real benchmark."""
     from autotune.records import load_records
-    from autotune.task import Task
     from measure.surrogate import Surrogate, compare
     records = [r for path in sorted(Path(args.workdir).glob("*.jsonl")) for r in load_records(path)]
     names = args.compare.split(",")
     out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}
-    for op, shape in (t.split(":") for t in args.tasks.split(",")):
-        task = Task.create(op, shape, args.dtype, args.threads)
+    for task in _tasks(args):
         row = compare(Surrogate.fit(task, records), names, seeds=range(1, args.seeds + 1), trials=args.trials,
                       batch=args.batch, noise=args.noise, long=args.long)
         out["tasks"][task.key()] = row
