@@ -213,7 +213,9 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     different times ran at different machine speeds, so the contenders of every search (its best
     --retime configs and every config within --retime-within of its best) are re-timed together
     (alternating, medians of --rounds rounds; then the --final fastest again over --final-rounds)
-    and those times replace the logged ones before the trials are counted. Tasks: --tasks
+    and those times replace the logged ones before the trials are counted. --count-at 128,512 counts
+    once per target, set by the first 128 and by the first 512 trials of the long random search,
+    all from one re-timing (the contenders of each prefix are re-timed too). Tasks: --tasks
     "op:shape,op:shape,..."; the long random logs in --workdir are reused; --analyze-only
     recounts from the logs there."""
     from autotune.cost_model import Dataset, make_model
@@ -261,7 +263,9 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                         out.setdefault("wall_s", {})[f"{name} seed {seed} {t.key()}"] = time.perf_counter() - t0
                         if name == "xgb":  # the pretrained models learn from random and scratch runs only
                             logs[t.key()].append(glog)
+    lengths = _count_at(args)
     curves: dict[str, dict[str, list[float]]] = {}
+    counts: dict[int, dict[str, dict]] = {n: {} for n in lengths}
     for t in tasks:
         runs = {}
         paths = [("random", work / f"random_{_slug(t.key())}.jsonl", args.long)]
@@ -273,7 +277,8 @@ def search_efficiency(args: argparse.Namespace) -> dict:
             runs[label] = [(r.validated_config().to_json(), r.seconds) for r in load_records(path)
                            if r.key == t.key()][:limit]
         top: list[dict] = []
-        for seq in runs.values():
+        # every target decides on its own contenders: those of each shorter random run too
+        for seq in [runs["random"][:n] for n in lengths] + list(runs.values()):
             ranked = sorted((x for x in seq if math.isfinite(x[1])), key=lambda x: x[1])
             for i, (cfg, sec) in enumerate(ranked):
                 if (i < args.retime or sec <= args.retime_within * ranked[0][1]) and cfg not in top:
@@ -281,40 +286,72 @@ def search_efficiency(args: argparse.Namespace) -> dict:
         retimed = _retime(t, top, args.rounds, args.final, args.final_rounds)
         fixed = {label: [retimed.get(json.dumps(c, sort_keys=True), sec) for c, sec in seq]
                  for label, seq in runs.items()}
-        rand = fixed["random"]
-        best = min(rand)
-        target = best / 0.95
-        k = sum(s <= target for s in rand)
-        row: dict = {"best_gflops": t.flops() / best / 1e9, "random_n": len(rand), "random_within": k,
-                     "random": (len(rand) + 1) / (k + 1), "random_run": _trials_to(target, _running_best(rand)),
-                     "retimed_configs": len(top)}
         curves[t.key()] = {label: _running_best(v) for label, v in fixed.items()}
+        for n in lengths:
+            row = counts[n][t.key()] = _count(fixed, n, args.trials, t.flops())
+            row["retimed_configs"] = len(top)
+            print(f"{t.key():<44} target from {n} random trials: best {row['best_gflops']:6.1f} GFLOP/s; trials "
+                  f"to 95%: random {row['random']:.1f} expected ({row['random_within']} of {n} within; its run "
+                  f"{row['random_run']}), guided {row['xgb_runs']} (best {row['xgb_best_gflops']:.1f}), pretrained "
+                  f"{row['xgb_pretrained_runs']} (best {row['xgb_pretrained_best_gflops']:.1f})", flush=True)
+    out["by_long"] = {n: _summary(rows, args.trials) for n, rows in counts.items()}
+    out.update(out["by_long"][args.long] if args.long in lengths else {})
+    for n, summary in out["by_long"].items():
         for name in GUIDED:
-            seqs = [fixed[f"{name} seed {seed}"] for seed in range(1, args.seeds + 1)]
-            row[f"{name}_runs"] = [_trials_to(target, _running_best(v)) for v in seqs]
-            reached = None not in row[f"{name}_runs"]
-            row[name] = statistics.mean(row[f"{name}_runs"]) if reached else None
-            # a run that missed counts as trials + 1: its saving is at most this
-            row[f"{name}_censored"] = statistics.mean(args.trials + 1 if n is None else n for n in row[f"{name}_runs"])
-            row[f"{name}_best_gflops"] = t.flops() / min(min(v) for v in seqs) / 1e9
-            row[f"{name}_vs_random"] = row["random"] / row[name] if row[name] else None
-        out["tasks"][t.key()] = row
-        print(f"{t.key():<44} best {row['best_gflops']:6.1f} GFLOP/s; trials to 95%: random {row['random']:.1f} "
-              f"expected ({k} of {len(rand)} within; its run {row['random_run']}), guided {row['xgb_runs']} "
-              f"(best {row['xgb_best_gflops']:.1f}), pretrained {row['xgb_pretrained_runs']} "
-              f"(best {row['xgb_pretrained_best_gflops']:.1f})", flush=True)
-    rows = out["tasks"].values()
+            print(f"target from {n} random trials, {name}: reached the target on {summary[f'{name}_reached']} tasks "
+                  f"(every seed); median over tasks of trials saved vs random (mean trials over seeds) "
+                  f"{summary[f'{name}_median_speedup'] or 'n/a'}; counting a miss as {args.trials + 1} trials: "
+                  f"{summary[f'{name}_median_speedup_bound']:.2f}")
+    if args.plot:
+        _plot_curves(curves, {t.key(): t.flops() for t in tasks}, counts[max(lengths)], args.plot)
+    return out
+
+
+def _count_at(args: argparse.Namespace) -> list[int]:
+    """The lengths of --count-at (default: --long), each a prefix of the long random search."""
+    try:
+        lengths = sorted({int(n) for n in str(args.count_at or args.long).split(",")})
+    except ValueError:
+        raise SystemExit(f"--count-at {args.count_at!r}: give trial counts separated by commas, e.g. 128,512")
+    if lengths[0] < 1 or lengths[-1] > args.long:
+        raise SystemExit(f"--count-at {args.count_at!r}: each count must be between 1 and --long ({args.long})")
+    return lengths
+
+
+def _count(fixed: dict[str, list[float]], n: int, trials: int, flops: float) -> dict:
+    """One task's trials to the target, 95% of the best of the first n trials of the random search
+    (`fixed["random"]`), for random search (expected, and its own run) and for each guided search
+    (`fixed["<name> seed <s>"]`, seconds per trial in trial order)."""
+    rand = fixed["random"][:n]
+    best = min(rand)
+    target = best / 0.95
+    k = sum(s <= target for s in rand)
+    row: dict = {"best_gflops": flops / best / 1e9, "random_n": len(rand), "random_within": k,
+                 "random": (len(rand) + 1) / (k + 1), "random_run": _trials_to(target, _running_best(rand))}
     for name in GUIDED:
-        ratios = [r[f"{name}_vs_random"] for r in rows]
+        seqs = [v for label, v in fixed.items() if label.startswith(f"{name} seed ")]
+        row[f"{name}_runs"] = [_trials_to(target, _running_best(v)) for v in seqs]
+        reached = None not in row[f"{name}_runs"]
+        row[name] = statistics.mean(row[f"{name}_runs"]) if reached else None
+        # a run that missed counts as trials + 1: its saving is at most this
+        row[f"{name}_censored"] = statistics.mean(trials + 1 if m is None else m for m in row[f"{name}_runs"])
+        row[f"{name}_best_gflops"] = flops / min(min(v) for v in seqs) / 1e9
+        row[f"{name}_vs_random"] = row["random"] / row[name] if row[name] else None
+    return row
+
+
+def _summary(rows: dict[str, dict], trials: int) -> dict:
+    """The per-task rows of one target, and per guided search the median saving over tasks (None
+    unless every run reached the target), how many tasks it reached, and the median saving with a
+    miss counted as trials + 1."""
+    out: dict = {"tasks": rows}
+    for name in GUIDED:
+        ratios = [r[f"{name}_vs_random"] for r in rows.values()]
         got = [x for x in ratios if x is not None]
         out[f"{name}_median_speedup"] = statistics.median(got) if len(got) == len(ratios) else None
         out[f"{name}_reached"] = f"{len(got)}/{len(ratios)}"
-        out[f"{name}_median_speedup_bound"] = statistics.median(r["random"] / r[f"{name}_censored"] for r in rows)
-        print(f"{name}: reached the target on {out[f'{name}_reached']} tasks (every seed); median over tasks of "
-              f"trials saved vs random (mean trials over seeds) {out[f'{name}_median_speedup'] or 'n/a'}; "
-              f"counting a miss as {args.trials + 1} trials: {out[f'{name}_median_speedup_bound']:.2f}")
-    if args.plot:
-        _plot_curves(curves, {t.key(): t.flops() for t in tasks}, out["tasks"], args.plot)
+        out[f"{name}_median_speedup_bound"] = statistics.median(r["random"] / r[f"{name}_censored"]
+                                                                for r in rows.values())
     return out
 
 
@@ -514,6 +551,9 @@ def main(argv: list[str] | None = None) -> int:
                                            "conv2d:1x64x14x14x64x3x3x1x1,batch_matmul:8x128x128x128,"
                                            "batch_matmul:4x256x64x256")
         sp.add_argument("--long", type=int, default=128, help="trials of the long random search")
+        sp.add_argument("--count-at", default=None, help="search-efficiency: count with the target set by "
+                        "the first N trials of the long random search, for each N of e.g. 128,512 "
+                        "(default: --long)")
         sp.add_argument("--plot", default=None, help="search-efficiency: write the tuning curves here (PNG)")
         sp.add_argument("--analyze-only", action="store_true", help="search-efficiency: recount from the logs")
         sp.add_argument("--seeds", type=int, default=1, help="search-efficiency: guided runs per task "

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import statistics
 from pathlib import Path
+
+import pytest
 
 from autotune.cost_model.features import config_features
 from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.benchmarks import _alternate, _running_best, _slug, _trials_to, model_accuracy
+from measure.benchmarks import (_alternate, _count, _count_at, _running_best, _slug, _summary, _trials_to,
+                                model_accuracy)
 from measure.replay import ReplayRunner
 
 
@@ -55,3 +59,29 @@ def test_model_accuracy_on_held_out_tasks_and_operators(tmp_path: Path) -> None:
         assert -1.0 <= split["xgb"]["kendall_tau"] <= 1.0 and 0.0 < split["xgb"]["top5"] <= 1.0
     # the landscape is a function of the features: a model that saw the other matmul shape ranks well
     assert out["splits"]["task"]["xgb"]["kendall_tau"] > out["splits"]["task"]["random"]["kendall_tau"] + 0.3
+
+
+def test_count_sets_the_target_from_a_prefix_of_the_random_search() -> None:
+    fixed = {"random": [4.0, 2.0, 3.0, 1.0],  # seconds per trial; the best of the first 2 is 2.0
+             "xgb seed 1": [3.0, 2.05, 1.0], "xgb seed 2": [2.0, 5.0, 5.0],
+             "xgb_pretrained seed 1": [5.0, 5.0, 5.0], "xgb_pretrained seed 2": [1.0, 1.0, 1.0]}
+    short = _count(fixed, 2, trials=3, flops=2e9)
+    assert short["best_gflops"] == 1.0 and short["random_within"] == 1 and short["random"] == 1.5
+    assert short["xgb_runs"] == [2, 1] and short["xgb"] == 1.5 and short["xgb_vs_random"] == 1.0
+    assert short["xgb_pretrained_runs"] == [None, 1] and short["xgb_pretrained"] is None
+    assert short["xgb_pretrained_censored"] == 2.5  # the miss counts as trials + 1
+    full = _count(fixed, 4, trials=3, flops=2e9)
+    assert full["best_gflops"] == 2.0 and full["random"] == 2.5 and full["random_run"] == 4
+    assert full["xgb_runs"] == [3, None]
+    summary = _summary({"a": short, "b": full}, trials=3)
+    assert summary["xgb_reached"] == "1/2" and summary["xgb_median_speedup"] is None
+    assert summary["xgb_median_speedup_bound"] == statistics.median([1.5 / 1.5, 2.5 / 3.5])
+
+
+def test_count_at_takes_prefix_lengths_up_to_the_long_search() -> None:
+    def ns(count_at: str | None, long: int = 512) -> argparse.Namespace:
+        return argparse.Namespace(count_at=count_at, long=long)
+    assert _count_at(ns(None)) == [512] and _count_at(ns("512,128,128")) == [128, 512]
+    for bad in ("128,1024", "0", "many"):
+        with pytest.raises(SystemExit, match="--count-at"):
+            _count_at(ns(bad))
