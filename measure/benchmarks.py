@@ -294,7 +294,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                   f"to 95%: random {row['random']:.1f} expected ({row['random_within']} of {n} within; its run "
                   f"{row['random_run']}), guided {row['xgb_runs']} (best {row['xgb_best_gflops']:.1f}), pretrained "
                   f"{row['xgb_pretrained_runs']} (best {row['xgb_pretrained_best_gflops']:.1f})", flush=True)
-    out["by_long"] = {n: _summary(rows, args.trials) for n, rows in counts.items()}
+    out["by_long"] = {n: _summary(rows) for n, rows in counts.items()}
     out.update(out["by_long"][args.long] if args.long in lengths else {})
     for n, summary in out["by_long"].items():
         for name in GUIDED:
@@ -312,7 +312,7 @@ def _count_at(args: argparse.Namespace) -> list[int]:
     try:
         lengths = sorted({int(n) for n in str(args.count_at or args.long).split(",")})
     except ValueError:
-        raise SystemExit(f"--count-at {args.count_at!r}: give trial counts separated by commas, e.g. 128,512")
+        raise SystemExit(f"--count-at {args.count_at!r}: give trial counts separated by commas, e.g. 128,512") from None
     if lengths[0] < 1 or lengths[-1] > args.long:
         raise SystemExit(f"--count-at {args.count_at!r}: each count must be between 1 and --long ({args.long})")
     return lengths
@@ -340,7 +340,7 @@ def _count(fixed: dict[str, list[float]], n: int, trials: int, flops: float) -> 
     return row
 
 
-def _summary(rows: dict[str, dict], trials: int) -> dict:
+def _summary(rows: dict[str, dict]) -> dict:
     """The per-task rows of one target, and per guided search the median saving over tasks (None
     unless every run reached the target), how many tasks it reached, and the median saving with a
     miss counted as trials + 1."""

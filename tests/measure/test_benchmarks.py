@@ -73,7 +73,7 @@ def test_count_sets_the_target_from_a_prefix_of_the_random_search() -> None:
     full = _count(fixed, 4, trials=3, flops=2e9)
     assert full["best_gflops"] == 2.0 and full["random"] == 2.5 and full["random_run"] == 4
     assert full["xgb_runs"] == [3, None]
-    summary = _summary({"a": short, "b": full}, trials=3)
+    summary = _summary({"a": short, "b": full})
     assert summary["xgb_reached"] == "1/2" and summary["xgb_median_speedup"] is None
     assert summary["xgb_median_speedup_bound"] == statistics.median([1.5 / 1.5, 2.5 / 3.5])
 
