@@ -366,8 +366,7 @@ def _guided_log(name: str, seed: int, key: str) -> str:
     return f"{name}_s{seed}_{_slug(key)}.jsonl"
 
 
-def _retime(task, configs: Sequence[dict], rounds: int, final: int = 0,  # type: ignore[no-untyped-def]
-            final_rounds: int = 0) -> dict[str, float]:
+def _retime(task: Task, configs: Sequence[dict], rounds: int, final: int, final_rounds: int) -> dict[str, float]:
     """Median seconds of each config over `rounds` alternating rounds in this process (kernels
     from the disk cache), keyed by the config's JSON. Then the `final` fastest of them are timed
     again over `final_rounds` more alternating rounds, and those medians replace theirs: the
