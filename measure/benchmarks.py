@@ -212,12 +212,12 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     On a noisy machine a lucky sample can set an unreachable target, and searches logged at
     different times ran at different machine speeds, so the contenders of every search (its best
     --retime configs and every config within --retime-within of its best) are re-timed together
-    (alternating, medians of --rounds rounds; then the --final fastest again over --final-rounds)
-    and those times replace the logged ones before the trials are counted. --count-at 128,512 counts
-    once per target, set by the first 128 and by the first 512 trials of the long random search,
-    all from one re-timing (the contenders of each prefix are re-timed too). Tasks: --tasks
-    "op:shape,op:shape,..."; the long random logs in --workdir are reused; --analyze-only
-    recounts from the logs there."""
+    (alternating, medians of --rounds rounds; then those within --final-within of the fastest
+    again, finely interleaved for --final-seconds) and those times replace the logged ones before
+    the trials are counted. --count-at 128,512 counts once per target, set by the first 128 and by
+    the first 512 trials of the long random search, all from one re-timing (the contenders of each
+    prefix are re-timed too). Tasks: --tasks "op:shape,op:shape,..."; the long random logs in
+    --workdir are reused; --analyze-only recounts from the logs there."""
     from autotune.cost_model import Dataset, make_model
     from autotune.cost_model.guided import guided_search
     from autotune.records import RecordLog, load_records
@@ -283,7 +283,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
             for i, (cfg, sec) in enumerate(ranked):
                 if (i < args.retime or sec <= args.retime_within * ranked[0][1]) and cfg not in top:
                     top.append(cfg)
-        retimed = _retime(t, top, args.rounds, args.final, args.final_rounds)
+        retimed = _retime(t, top, args.rounds, args.final_within, args.final_seconds)
         fixed = {label: [retimed.get(json.dumps(c, sort_keys=True), sec) for c, sec in seq]
                  for label, seq in runs.items()}
         curves[t.key()] = {label: _running_best(v) for label, v in fixed.items()}
@@ -366,11 +366,12 @@ def _guided_log(name: str, seed: int, key: str) -> str:
     return f"{name}_s{seed}_{_slug(key)}.jsonl"
 
 
-def _retime(task: Task, configs: Sequence[dict], rounds: int, final: int, final_rounds: int) -> dict[str, float]:
+def _retime(task: Task, configs: Sequence[dict], rounds: int, final_within: float,
+            final_seconds: float) -> dict[str, float]:
     """Median seconds of each config over `rounds` alternating rounds in this process (kernels
-    from the disk cache), keyed by the config's JSON. Then the `final` fastest of them are timed
-    again over `final_rounds` more alternating rounds, and those medians replace theirs: the
-    configs that decide a count near the target get the most samples."""
+    from the disk cache), keyed by the config's JSON. Then every config within `final_within` of
+    the fastest is timed again, finely interleaved for `final_seconds`, and those medians replace
+    theirs: the configs that decide a count near the target are compared under the same load."""
     from measure.check import check_output
     ins = task.inputs(seed=0)
     ref = task.reference(ins)
@@ -385,8 +386,10 @@ def _retime(task: Task, configs: Sequence[dict], rounds: int, final: int, final_
             continue
         runs[json.dumps(cfg, sort_keys=True)] = fn
     medians = _alternate(runs, rounds)
-    best = sorted(medians, key=medians.__getitem__)[:final]
-    medians.update(_alternate({key: runs[key] for key in best}, final_rounds))
+    if medians:
+        fastest = min(medians.values())
+        near = {key: runs[key] for key, sec in medians.items() if sec <= final_within * fastest}
+        medians.update(_interleave(near, final_seconds))
     return medians
 
 
@@ -398,6 +401,35 @@ def _alternate(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, 
     for i in range(rounds):
         for key in keys[i % max(len(keys), 1):] + keys[:i % max(len(keys), 1)]:
             samples[key].append(time_callable(runs[key], proto).median)
+    return {key: statistics.median(v) for key, v in samples.items() if v}
+
+
+def _interleave(runs: dict[str, Callable[[], object]], seconds: float, sample_ms: float = 2.0,
+                min_rounds: int = 5) -> dict[str, float]:
+    """Median seconds per call of each callable, sampled in rounds that take one short sample
+    (about `sample_ms`) of every callable in a shuffled order, for `seconds` (at least
+    `min_rounds` rounds). The machine's speed here drifts over seconds and changes which kernel
+    is fastest; samples milliseconds apart see the same machine, so their medians compare."""
+    calls: dict[str, int] = {}
+    for key, fn in runs.items():  # calls per sample, after a warm-up call
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        calls[key] = max(1, int(sample_ms / 1000 / max(time.perf_counter() - t0, 1e-9)))
+    samples: dict[str, list[float]] = {key: [] for key in runs}
+    order = list(runs)
+    rng = random.Random(0)
+    end = time.perf_counter() + seconds
+    done = 0
+    while order and (done < min_rounds or time.perf_counter() < end):
+        rng.shuffle(order)
+        for key in order:
+            fn, n = runs[key], calls[key]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[key].append((time.perf_counter() - t0) / n)
+        done += 1
     return {key: statistics.median(v) for key, v in samples.items() if v}
 
 
@@ -570,10 +602,10 @@ def main(argv: list[str] | None = None) -> int:
                         "config logged within this factor of its search's best (the machine's speed drifts "
                         "between and during searches)")
         sp.add_argument("--rounds", type=int, default=3, help="search-efficiency: alternating re-timing rounds")
-        sp.add_argument("--final", type=int, default=12, help="search-efficiency: the fastest re-timed configs "
-                        "of each task, timed again over --final-rounds")
-        sp.add_argument("--final-rounds", type=int, default=9, help="search-efficiency: alternating rounds of "
-                        "the final re-timing")
+        sp.add_argument("--final-within", type=float, default=1.2, help="search-efficiency: the re-timed configs "
+                        "within this factor of the task's fastest are timed again, finely interleaved")
+        sp.add_argument("--final-seconds", type=float, default=40.0, help="search-efficiency: seconds per task "
+                        "of the final interleaved re-timing")
         sp.add_argument("--workdir", default="search-efficiency")
         sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")
     args = p.parse_args(argv)

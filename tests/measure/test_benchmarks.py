@@ -6,6 +6,7 @@ import argparse
 import math
 import random
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,8 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.benchmarks import (_alternate, _count, _count_at, _running_best, _slug, _summary, _trials_to,
-                                model_accuracy)
+from measure.benchmarks import (_alternate, _count, _count_at, _interleave, _running_best, _slug, _summary,
+                                _trials_to, model_accuracy)
 from measure.replay import ReplayRunner
 
 
@@ -38,6 +39,24 @@ def test_alternate_times_every_callable_every_round_and_keys_medians() -> None:
     assert set(medians) == {"a", "b"} and all(m > 0 for m in medians.values())
     assert calls["a"] >= 3 and calls["b"] >= 3
     assert _alternate({"a": counting("a")}, rounds=0) == {}
+
+
+def test_interleave_samples_every_callable_each_round_and_ranks_a_slower_one_slower() -> None:
+    calls: dict[str, int] = {"fast": 0, "slow": 0}
+
+    def spin(key: str, seconds: float):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            calls[key] += 1
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+        return run
+
+    medians = _interleave({"fast": spin("fast", 1e-4), "slow": spin("slow", 4e-4)}, seconds=0.0, min_rounds=5)
+    assert set(medians) == {"fast", "slow"} and medians["slow"] > 2 * medians["fast"]
+    # two calls to calibrate, then 5 rounds of samples of about 2 ms: many calls of the fast one
+    assert calls["slow"] >= 2 + 5 and calls["fast"] > calls["slow"]
+    assert _interleave({}, seconds=1.0) == {}
 
 
 def landscape(task, cfg) -> float:  # type: ignore[no-untyped-def]
