@@ -437,18 +437,35 @@ def surrogate_efficiency(args: argparse.Namespace) -> dict:
     """search-efficiency on surrogates: each task's landscape is fitted to every log in --workdir
     (measure.surrogate), and the searches of --compare run --seeds times on it, with log-normal
     noise of sigma --noise per measurement. Nothing is compiled or timed, so strategies can be
-    compared over many seeds; the counts rank searches, they do not replace the real benchmark."""
+    compared over many seeds; the counts rank searches, they do not replace the real benchmark.
+    A search "<model>+pretrained" (e.g. xgb+pretrained) starts from that model trained on the
+    logged measurements of the other tasks (the real ones, not the surrogates')."""
+    from autotune.cost_model import Dataset, make_model
     from autotune.records import load_records
     from measure.surrogate import Surrogate, compare
     records = [r for path in sorted(Path(args.workdir).glob("*.jsonl")) for r in load_records(path)]
     names = args.compare.split(",")
+    kinds = sorted({n.partition("+")[0] for n in names if n.endswith("+pretrained")})
+    if len(kinds) > 1:
+        raise SystemExit(f"--compare {args.compare!r}: pretrained searches of one model kind at a time")
+    tasks = _tasks(args)
+    graphs = bool(kinds) and getattr(make_model(kinds[0]), "needs_graphs", False)
+    feats = {t.key(): Dataset.from_records((r for r in records if r.key == t.key()), graphs=graphs)
+             for t in tasks} if kinds else {}
     out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}
-    for task in _tasks(args):
-        row = compare(Surrogate.fit(task, records), names, seeds=range(1, args.seeds + 1), trials=args.trials,
-                      batch=args.batch, noise=args.noise, long=args.long)
-        out["tasks"][task.key()] = row
-        print(f"{task.key():<44} random {row['random_expected']:6.1f} expected; " + "; ".join(
-            f"{n} {r['mean_censored']:.1f} {r['runs']}" for n, r in row["searches"].items()), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in tasks:
+            pre = None
+            if kinds:  # trained on the other tasks only: this one is held out
+                model = make_model(kinds[0], seed=args.seed)
+                model.fit(_union([(key, ds) for key, ds in feats.items() if key != task.key()]))
+                pre = str(Path(tmp) / f"{_slug(task.key())}.json")
+                model.save(pre)
+            row = compare(Surrogate.fit(task, records), names, seeds=range(1, args.seeds + 1), trials=args.trials,
+                          batch=args.batch, noise=args.noise, long=args.long, pretrained=pre)
+            out["tasks"][task.key()] = row
+            print(f"{task.key():<44} random {row['random_expected']:6.1f} expected; " + "; ".join(
+                f"{n} {r['mean_censored']:.1f} {r['runs']}" for n, r in row["searches"].items()), flush=True)
     for name in names:
         saving = statistics.median(r["searches"][name]["saving_vs_random"] for r in out["tasks"].values())
         out[f"{name}_median_saving"] = saving
@@ -592,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--searches", default=",".join(GUIDED), help="search-efficiency: the guided searches "
                         "to run (the logs of the others are reused)")
         sp.add_argument("--compare", default="random,evolutionary,xgb,lgbm", help="surrogate-efficiency: "
-                        "the searches to compare (strategy names, or cost-model names for guided search)")
+                        "the searches to compare (strategy names, cost-model names for guided search, or e.g. "
+                        "xgb+pretrained for guided search from that model trained on the other tasks' logs)")
         sp.add_argument("--noise", type=float, default=0.1, help="surrogate-efficiency: sigma of the "
                         "log-normal noise on every surrogate measurement")
         sp.add_argument("--batch", type=int, default=4, help="search-efficiency: configs per guided round "

@@ -19,6 +19,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -95,27 +96,34 @@ class Surrogate:
         return ReplayRunner([], fallback=seconds)
 
 
-def _search(name: str, task: Task, seed: int, features: dict[Config, np.ndarray]) -> tuple[Strategy, list[Callback]]:
-    """A strategy name (random, evolutionary, ...), or a cost-model name (xgb, lgbm, ...) for a
-    model-guided search, as `autotune tune --strategy/--cost-model` take them."""
+def _search(name: str, task: Task, seed: int, features: dict[Config, np.ndarray],
+            pretrained: str | Path | None = None) -> tuple[Strategy, list[Callback]]:
+    """A strategy name (random, evolutionary, ...), a cost-model name (xgb, lgbm, ...) for a
+    model-guided search, as `autotune tune --strategy/--cost-model` take them, or a cost-model
+    name + "+pretrained" for a guided search that starts from the saved model `pretrained`."""
     from autotune.cost_model import MODELS
     from autotune.cost_model.guided import guided_search
     from autotune.search import STRATEGIES, make_strategy
     if name in STRATEGIES:
         return make_strategy(name, task.space(), seed=seed), []
-    if name in MODELS:
-        strategy, updater = guided_search(task, name, seed=seed)
+    model, plus, tail = name.partition("+")
+    if model in MODELS and (not plus or tail == "pretrained"):
+        if plus and pretrained is None:
+            raise SurrogateError(f"search {name!r} needs a pretrained model: pass compare(..., pretrained=PATH)")
+        strategy, updater = guided_search(task, model, pretrained=pretrained if plus else None, seed=seed)
         updater.scorer.cache = features  # lowering is most of a search's time: share it across seeds
         return strategy, [updater]
-    raise SurrogateError(f"unknown search {name!r}: give a strategy ({', '.join(STRATEGIES)}) "
-                         f"or a cost model for a guided search ({', '.join(MODELS)})")
+    raise SurrogateError(f"unknown search {name!r}: give a strategy ({', '.join(STRATEGIES)}), a cost model for "
+                         f"a guided search ({', '.join(MODELS)}), or a cost model + \"+pretrained\"")
 
 
 def compare(surrogate: Surrogate, searches: Sequence[str], *, seeds: Iterable[int] = range(1, 9),
-            trials: int = 64, batch: int = 4, noise: float = 0.1, long: int = 128, pool: int = 4000) -> dict:
+            trials: int = 64, batch: int = 4, noise: float = 0.1, long: int = 128, pool: int = 4000,
+            pretrained: str | Path | None = None) -> dict:
     """Trials each search takes, per seed, to first measure a config within 95% of the best that a
     `long` random search finds on the surrogate (its expectation over a `pool` of random configs),
-    next to the trials random search needs on average (1 / the share of the pool within that)."""
+    next to the trials random search needs on average (1 / the share of the pool within that).
+    Searches named "<model>+pretrained" start from the saved model `pretrained`."""
     task = surrogate.task
     rng = random.Random(0)
     sample = surrogate.gflops(task.space().sample_new(rng, set(), pool))
@@ -130,7 +138,7 @@ def compare(surrogate: Surrogate, searches: Sequence[str], *, seeds: Iterable[in
     for name in searches:
         runs: list[int | None] = []
         for seed in seeds:
-            strategy, callbacks = _search(name, task, seed, features)
+            strategy, callbacks = _search(name, task, seed, features, pretrained)
             taken = _Taken()
             Tuner(task, strategy, surrogate.runner(noise, seed), None, callbacks=[*callbacks, taken]).run(
                 TuneOptions(trials=trials, batch=batch, early_stopping=None))

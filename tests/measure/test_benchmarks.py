@@ -17,7 +17,7 @@ from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.benchmarks import (_alternate, _count, _count_at, _interleave, _running_best, _slug, _summary,
-                                _trials_to, model_accuracy)
+                                _trials_to, model_accuracy, surrogate_efficiency)
 from measure.replay import ReplayRunner
 
 
@@ -104,3 +104,21 @@ def test_count_at_takes_prefix_lengths_up_to_the_long_search() -> None:
     for bad in ("128,1024", "0", "many"):
         with pytest.raises(SystemExit, match="--count-at"):
             _count_at(ns(bad))
+
+
+def test_surrogate_efficiency_runs_a_pretrained_search_from_a_model_of_the_other_tasks(tmp_path: Path) -> None:
+    tasks = [Task.create("matmul", "96x80x64", threads=2), Task.create("matmul", "64x48x128", threads=2)]
+    for t in tasks:
+        Tuner(t, make_strategy("random", t.space(), seed=0), ReplayRunner([], fallback=landscape),
+              RecordLog(tmp_path / f"random_{_slug(t.key())}.jsonl")).run(TuneOptions(trials=40))
+    args = argparse.Namespace(workdir=str(tmp_path), compare="random,xgb+pretrained", tasks="matmul:96x80x64,"
+                              "matmul:64x48x128", dtype="float32", threads=2, seeds=1, trials=8, batch=4,
+                              noise=0.1, long=32, seed=0)
+    out = surrogate_efficiency(args)
+    assert set(out["tasks"]) == {t.key() for t in tasks}
+    for row in out["tasks"].values():
+        assert set(row["searches"]) == {"random", "xgb+pretrained"}
+        assert all(n is None or 1 <= n <= 8 for n in row["searches"]["xgb+pretrained"]["runs"])
+    assert out["xgb+pretrained_median_saving"] > 0
+    with pytest.raises(SystemExit, match="one model kind"):
+        surrogate_efficiency(argparse.Namespace(**{**vars(args), "compare": "xgb+pretrained,lgbm+pretrained"}))

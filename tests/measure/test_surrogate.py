@@ -57,6 +57,8 @@ def test_too_few_logged_configs_or_an_unknown_search_is_a_clear_error(surrogate:
         Surrogate.fit(TASK, [])
     with pytest.raises(SurrogateError, match="unknown search 'nope'"):
         compare(surrogate, ["nope"], seeds=[1], trials=4)
+    with pytest.raises(SurrogateError, match="needs a pretrained model"):
+        compare(surrogate, ["xgb+pretrained"], seeds=[1], trials=4)
 
 
 def test_compare_counts_trials_to_the_target_for_each_search_and_seed(surrogate: Surrogate) -> None:
