@@ -3,6 +3,7 @@ compared without timing."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
 from measure.runner import MeasureInput
-from measure.surrogate import Surrogate, SurrogateError, compare
+from measure.surrogate import Surrogate, SurrogateError, _search, compare
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 
@@ -68,3 +69,18 @@ def test_compare_counts_trials_to_the_target_for_each_search_and_seed(surrogate:
         row = out["searches"][name]
         assert len(row["runs"]) == 2 and all(n is None or 1 <= n <= 12 for n in row["runs"])
         assert 1 <= row["mean_censored"] <= 13
+
+
+def test_a_pretrained_search_starts_from_the_saved_model(tmp_path: Path) -> None:
+    from autotune.cost_model import Dataset, make_model
+    other = Task.create("matmul", "64x48x128", threads=2)
+    log = tmp_path / "other.jsonl"
+    Tuner(other, make_strategy("random", other.space(), seed=0), ReplayRunner([], fallback=landscape),
+          RecordLog(log)).run(TuneOptions(trials=24, early_stopping=None))
+    model = make_model("xgb")
+    model.fit(Dataset.from_records(load_records(log)))
+    model.save(tmp_path / "prior.json")
+    strategy, callbacks = _search("xgb+pretrained", TASK, 1, {}, pretrained=tmp_path / "prior.json")
+    assert "pretrained" in strategy.name and callbacks[0].scorer.prior is not None
+    scratch, _ = _search("xgb", TASK, 1, {}, pretrained=tmp_path / "prior.json")
+    assert "pretrained" not in scratch.name  # a plain model name ignores the prior
