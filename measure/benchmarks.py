@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from measure.timing import TimingProtocol, time_callable
+from measure.timing import TimingProtocol, calls_per_sample, time_callable
 
 if TYPE_CHECKING:
     from autotune.cost_model import Dataset
@@ -413,9 +413,7 @@ def _interleave(runs: dict[str, Callable[[], object]], seconds: float, sample_ms
     calls: dict[str, int] = {}
     for key, fn in runs.items():  # calls per sample, after a warm-up call
         fn()
-        t0 = time.perf_counter()
-        fn()
-        calls[key] = max(1, int(sample_ms / 1000 / max(time.perf_counter() - t0, 1e-9)))
+        calls[key] = calls_per_sample(fn, 1, sample_ms)
     samples: dict[str, list[float]] = {key: [] for key in runs}
     order = list(runs)
     rng = random.Random(0)

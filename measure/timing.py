@@ -104,20 +104,26 @@ def _own_cpus() -> frozenset[int] | None:
     return mine if len(mine) < (os.cpu_count() or len(mine)) else None
 
 
+def calls_per_sample(fn: Callable[[], object], number: int, min_ms: float) -> int:
+    """How many calls of fn, starting from `number`, make a sample of at least `min_ms`
+    (fn is called while finding out; none when min_ms is 0)."""
+    if min_ms <= 0:
+        return number
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        el = time.perf_counter() - t0
+        if el * 1000 >= min_ms or number >= 1 << 20:
+            return number
+        number = max(number * 2, int(number * min_ms / max(el * 1000, 1e-3) * 1.1))
+
+
 def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingProtocol()) -> Timing:
     """Time fn (which takes no arguments) following the protocol."""
     for _ in range(protocol.warmup):
         fn()
-    number = protocol.number
-    if protocol.min_repeat_ms > 0:
-        while True:
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            el = time.perf_counter() - t0
-            if el * 1000 >= protocol.min_repeat_ms or number >= 1 << 20:
-                break
-            number = max(number * 2, int(number * protocol.min_repeat_ms / max(el * 1000, 1e-3) * 1.1))
+    number = calls_per_sample(fn, protocol.number, protocol.min_repeat_ms)
     flush = _flusher(protocol.flush_bytes) if protocol.flush_cache else None
     samples: list[tuple[int, float]] = []  # (ticks stolen during the sample, seconds per call)
     cpus = _own_cpus()
