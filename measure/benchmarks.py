@@ -218,7 +218,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     the first 512 trials of the long random search, all from one re-timing (the contenders of each
     prefix are re-timed too). Tasks: --tasks "op:shape,op:shape,..."; the long random logs in
     --workdir are reused; --analyze-only recounts from the logs there."""
-    from autotune.cost_model import Dataset, make_model
+    from autotune.cost_model import Dataset
     from autotune.cost_model.guided import guided_search
     from autotune.records import RecordLog, load_records
     from autotune.search import make_strategy
@@ -246,13 +246,10 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                 for t in tasks:
                     pre = None
                     if name == "xgb_pretrained":
-                        m = make_model("xgb")
                         for path in (p for paths in logs.values() for p in paths if p not in feats):
                             feats[path] = Dataset.from_records(load_records(path))  # each log's features once
-                        m.fit(_union([(key, feats[path]) for key, paths in logs.items() if key != t.key()
-                                      for path in paths]))
-                        pre = str(work / f"pre_{_slug(t.key())}.json")
-                        m.save(pre)
+                        pre = _save_held_out("xgb", [(key, feats[path]) for key, paths in logs.items()
+                                                     for path in paths], t.key(), work / f"pre_{_slug(t.key())}.json")
                     for seed in range(1, args.seeds + 1):
                         strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=seed)
                         glog = work / _guided_log(name, seed, t.key())
@@ -453,12 +450,8 @@ def surrogate_efficiency(args: argparse.Namespace) -> dict:
     out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
-            pre = None
-            if kinds:  # trained on the other tasks only: this one is held out
-                model = make_model(kinds[0], seed=args.seed)
-                model.fit(_union([(key, ds) for key, ds in feats.items() if key != task.key()]))
-                pre = str(Path(tmp) / f"{_slug(task.key())}.json")
-                model.save(pre)
+            pre = _save_held_out(kinds[0], list(feats.items()), task.key(), Path(tmp) / f"{_slug(task.key())}.json",
+                                 seed=args.seed) if kinds else None
             row = compare(Surrogate.fit(task, records), names, seeds=range(1, args.seeds + 1), trials=args.trials,
                           batch=args.batch, noise=args.noise, long=args.long, pretrained=pre)
             out["tasks"][task.key()] = row
@@ -539,6 +532,16 @@ def model_accuracy(args: argparse.Namespace) -> dict:
             print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
     return out
+
+
+def _save_held_out(kind: str, parts: Sequence[tuple[str, Dataset]], held: str, path: Path, seed: int = 0) -> str:
+    """Train a `kind` model on every (task key, dataset) part except task `held`'s, save it to
+    `path`, and return the path (a prior for tuning the held-out task)."""
+    from autotune.cost_model import make_model
+    model = make_model(kind, seed=seed)
+    model.fit(_union([(key, ds) for key, ds in parts if key != held]))
+    model.save(path)
+    return str(path)
 
 
 def _union(parts: Sequence[tuple[str, Dataset]]) -> Dataset:
