@@ -207,8 +207,8 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     random search within the target (sampling without replacement), next to the trials its own
     run took. Model-guided evolutionary search (xgb, refitted after every --batch configs) from
     scratch, and with a model trained on everything measured on the other tasks (other shapes and
-    operators: their long random searches and their guided searches from scratch): the trials
-    their runs took (the mean over --seeds runs).
+    operators: their long random searches and their guided searches from scratch, plus the logs of
+    --corpus): the trials their runs took (the mean over --seeds runs).
     On a noisy machine a lucky sample can set an unreachable target, and searches logged at
     different times ran at different machine speeds, so the contenders of every search (its best
     --retime configs and every config within --retime-within of its best) are re-timed together
@@ -238,6 +238,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                         TuneOptions(trials=args.long - have, early_stopping=None))
             logs = {u.key(): [work / f"random_{_slug(u.key())}.jsonl"] for u in tasks}
             feats: dict[Path, Dataset] = {}
+            corpus = _corpus(args.corpus, tasks) if "xgb_pretrained" in args.searches.split(",") else []
             for name in GUIDED:  # every task from scratch first: the pretrained models learn from those logs too
                 if name not in args.searches.split(","):  # not rerun: its logs are reused
                     logs = {key: paths + [work / _guided_log(name, seed, key) for seed in range(1, args.seeds + 1)]
@@ -249,7 +250,8 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                         for path in (p for paths in logs.values() for p in paths if p not in feats):
                             feats[path] = Dataset.from_records(load_records(path))  # each log's features once
                         pre = _save_held_out("xgb", [(key, feats[path]) for key, paths in logs.items()
-                                                     for path in paths], t.key(), work / f"pre_{_slug(t.key())}.json")
+                                                     for path in paths] + corpus, t.key(),
+                                             work / f"pre_{_slug(t.key())}.json")
                     for seed in range(1, args.seeds + 1):
                         strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=seed)
                         glog = work / _guided_log(name, seed, t.key())
@@ -434,7 +436,7 @@ def surrogate_efficiency(args: argparse.Namespace) -> dict:
     noise of sigma --noise per measurement. Nothing is compiled or timed, so strategies can be
     compared over many seeds; the counts rank searches, they do not replace the real benchmark.
     A search "<model>+pretrained" (e.g. xgb+pretrained) starts from that model trained on the
-    logged measurements of the other tasks (the real ones, not the surrogates')."""
+    logged measurements of the other tasks (the real ones, not the surrogates') and of --corpus."""
     from autotune.cost_model import Dataset, make_model
     from autotune.records import load_records
     from measure.surrogate import Surrogate, compare
@@ -445,12 +447,12 @@ def surrogate_efficiency(args: argparse.Namespace) -> dict:
         raise SystemExit(f"--compare {args.compare!r}: pretrained searches of one model kind at a time")
     tasks = _tasks(args)
     graphs = bool(kinds) and getattr(make_model(kinds[0]), "needs_graphs", False)
-    feats = {t.key(): Dataset.from_records((r for r in records if r.key == t.key()), graphs=graphs)
-             for t in tasks} if kinds else {}
+    feats = [(t.key(), Dataset.from_records((r for r in records if r.key == t.key()), graphs=graphs))
+             for t in tasks] + _corpus(args.corpus, tasks, graphs) if kinds else []
     out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
-            pre = _save_held_out(kinds[0], list(feats.items()), task.key(), Path(tmp) / f"{_slug(task.key())}.json",
+            pre = _save_held_out(kinds[0], feats, task.key(), Path(tmp) / f"{_slug(task.key())}.json",
                                  seed=args.seed) if kinds else None
             row = compare(Surrogate.fit(task, records), names, seeds=range(1, args.seeds + 1), trials=args.trials,
                           batch=args.batch, noise=args.noise, long=args.long, pretrained=pre)
@@ -532,6 +534,31 @@ def model_accuracy(args: argparse.Namespace) -> dict:
             print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
     return out
+
+
+def _corpus(spec: str | None, tasks: Sequence[Task], graphs: bool = False) -> list[tuple[str, Dataset]]:
+    """Per-task datasets of the --corpus logs (files, or directories of *.jsonl): other shapes and
+    operators that every pretrained model learns from too. A benchmark task in them is an error: a
+    pretrained model must never have seen the task it is tested on."""
+    from autotune.cost_model import Dataset
+    from autotune.records import load_records
+    if not spec:
+        return []
+    paths: list[Path] = []
+    for item in spec.split(","):
+        p = Path(item)
+        if not p.exists():
+            raise SystemExit(f"--corpus: {item} is neither a tuning log nor a directory of them")
+        paths += sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+    held = {t.key() for t in tasks}
+    by_key: dict[str, list] = {}
+    for path in paths:
+        for r in load_records(path):
+            if r.key in held:
+                raise SystemExit(f"--corpus: {path} holds {r.key}, one of the benchmark's tasks; a pretrained "
+                                 "model must not learn from the task it is tested on (leave that log out)")
+            by_key.setdefault(r.key, []).append(r)
+    return [(key, Dataset.from_records(recs, graphs=graphs)) for key, recs in by_key.items()]
 
 
 def _save_held_out(kind: str, parts: Sequence[tuple[str, Dataset]], held: str, path: Path, seed: int = 0) -> str:
@@ -625,6 +652,9 @@ def main(argv: list[str] | None = None) -> int:
                         "within this factor of the task's fastest are timed again, finely interleaved")
         sp.add_argument("--final-seconds", type=float, default=40.0, help="search-efficiency: seconds per task "
                         "of the final interleaved re-timing")
+        sp.add_argument("--corpus", default=None, help="search-efficiency, surrogate-efficiency: more tuning "
+                        "logs (files or directories, comma-separated) of other shapes that the pretrained models "
+                        "learn from too; none may hold a benchmark task")
         sp.add_argument("--workdir", default="search-efficiency")
         sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")
     args = p.parse_args(argv)

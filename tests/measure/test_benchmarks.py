@@ -16,7 +16,7 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.benchmarks import (_alternate, _count, _count_at, _interleave, _running_best, _slug, _summary,
+from measure.benchmarks import (_alternate, _corpus, _count, _count_at, _interleave, _running_best, _slug, _summary,
                                 _trials_to, model_accuracy, surrogate_efficiency)
 from measure.replay import ReplayRunner
 
@@ -113,7 +113,7 @@ def test_surrogate_efficiency_runs_a_pretrained_search_from_a_model_of_the_other
               RecordLog(tmp_path / f"random_{_slug(t.key())}.jsonl")).run(TuneOptions(trials=40))
     args = argparse.Namespace(workdir=str(tmp_path), compare="random,xgb+pretrained", tasks="matmul:96x80x64,"
                               "matmul:64x48x128", dtype="float32", threads=2, seeds=1, trials=8, batch=4,
-                              noise=0.1, long=32, seed=0)
+                              noise=0.1, long=32, seed=0, corpus=None)
     out = surrogate_efficiency(args)
     assert set(out["tasks"]) == {t.key() for t in tasks}
     for row in out["tasks"].values():
@@ -122,3 +122,18 @@ def test_surrogate_efficiency_runs_a_pretrained_search_from_a_model_of_the_other
     assert out["xgb+pretrained_median_saving"] > 0
     with pytest.raises(SystemExit, match="one model kind"):
         surrogate_efficiency(argparse.Namespace(**{**vars(args), "compare": "xgb+pretrained,lgbm+pretrained"}))
+
+
+def test_corpus_gives_one_dataset_per_task_and_refuses_a_benchmark_task(tmp_path: Path) -> None:
+    other, tested = Task.create("matmul", "64x48x128", threads=2), Task.create("matmul", "96x80x64", threads=2)
+    (tmp_path / "corpus").mkdir()
+    for t, path in [(other, tmp_path / "corpus" / "a.jsonl"), (tested, tmp_path / "tested.jsonl")]:
+        Tuner(t, make_strategy("random", t.space(), seed=0), ReplayRunner([], fallback=landscape),
+              RecordLog(path)).run(TuneOptions(trials=6))
+    parts = _corpus(str(tmp_path / "corpus"), [tested])
+    assert [key for key, _ in parts] == [other.key()] and len(parts[0][1]) == 6
+    assert _corpus(None, [tested]) == []
+    with pytest.raises(SystemExit, match="one of the benchmark's tasks"):
+        _corpus(f"{tmp_path / 'corpus'},{tmp_path / 'tested.jsonl'}", [tested])
+    with pytest.raises(SystemExit, match="neither a tuning log"):
+        _corpus(str(tmp_path / "missing.jsonl"), [tested])
