@@ -549,7 +549,10 @@ def _corpus(spec: str | None, tasks: Sequence[Task], graphs: bool = False) -> li
         p = Path(item)
         if not p.exists():
             raise SystemExit(f"--corpus: {item} is neither a tuning log nor a directory of them")
-        paths += sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+        found = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+        if not found:
+            raise SystemExit(f"--corpus: {item} holds no tuning logs (*.jsonl)")
+        paths += found
     held = {t.key() for t in tasks}
     by_key: dict[str, list] = {}
     for path in paths:

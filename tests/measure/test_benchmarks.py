@@ -137,3 +137,6 @@ def test_corpus_gives_one_dataset_per_task_and_refuses_a_benchmark_task(tmp_path
         _corpus(f"{tmp_path / 'corpus'},{tmp_path / 'tested.jsonl'}", [tested])
     with pytest.raises(SystemExit, match="neither a tuning log"):
         _corpus(str(tmp_path / "missing.jsonl"), [tested])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="holds no tuning logs"):
+        _corpus(str(tmp_path / "empty"), [tested])
