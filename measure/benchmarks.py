@@ -5,7 +5,7 @@
     python -m measure.benchmarks ray-scaling --op matmul --shape 256x256x256 --trials 16
     python -m measure.benchmarks search-efficiency --long 128 --trials 64 --plot curves.png
     python -m measure.benchmarks surrogate-efficiency --workdir search-efficiency --seeds 8
-    python -m measure.benchmarks model-accuracy --workdir search-efficiency
+    python -m measure.benchmarks model-accuracy --workdir search-efficiency [--in-task 8,16,32,64]
 
 `ray-scaling` compares 1 vs 2 compile workers and the Ray runner with the local one.
 `spread` re-measures one kernel in N separate processes, one after another (15 samples each,
@@ -473,7 +473,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
     Kendall tau, top-1 and top-5 scores and the training time. Two splits: leave one task out
     (its other shape is in the training data) and leave one operator out (no config of that
     operator is seen). Models: random, xgb, lgbm, gnn (a model whose library is missing is
-    skipped with a note)."""
+    skipped with a note). --in-task 8,16,32,64 adds learning curves within each task (see _in_task)."""
     from autotune.cost_model import Dataset, ModelError, make_model
     from autotune.cost_model.evaluate import evaluate
     from autotune.records import load_records
@@ -533,7 +533,93 @@ def model_accuracy(args: argparse.Namespace) -> dict:
             m = summary[name]
             print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
+    if args.in_task:
+        out["in_task"] = _in_task(per_task, models, _sizes(args.in_task), args.splits, args.seed)
+        if args.plot:
+            _plot_learning(out["in_task"], args.plot)
     return out
+
+
+def _sizes(spec: str) -> list[int]:
+    """The training-set sizes of --in-task, e.g. "8,16,32,64"."""
+    try:
+        sizes = sorted({int(n) for n in spec.split(",")})
+    except ValueError:
+        raise SystemExit(f"--in-task {spec!r}: give training-set sizes separated by commas, e.g. 8,16,32,64") from None
+    if sizes[0] < 2:
+        raise SystemExit(f"--in-task {spec!r}: a model needs at least 2 measurements to learn from")
+    return sizes
+
+
+def _in_task(per_task: dict, models: Sequence[str], sizes: Sequence[int], splits: int, seed: int) -> dict:
+    """Each model fitted to n random configs of a task's own log and scored on the rest of it, for
+    each n of `sizes` over `splits` random splits: how many of its own measurements a search needs
+    before the model finds the top of that task. Medians over tasks of the means over splits."""
+    import numpy as np
+    from autotune.cost_model import ModelError, make_model
+    from autotune.cost_model.evaluate import evaluate
+    out: dict = {}
+    for n in sizes:
+        rows: dict[str, dict[str, dict[str, list[float]]]] = {m: {} for m in models}
+        for key, (_, feats, graphs) in per_task.items():
+            if n >= len(feats):
+                raise SystemExit(f"--in-task: {key} has {len(feats)} logged configs; a split of {n} leaves "
+                                 "none to score (give smaller sizes or a longer log)")
+            for s in range(splits):
+                order = np.random.default_rng(s).permutation(len(feats))
+                for name in models:
+                    data = graphs if name == "gnn" else feats
+                    try:
+                        model = make_model(name, seed=seed)
+                        model.fit(_rows(data, order[:n]))
+                    except ModelError:  # e.g. every sampled config failed: nothing to rank
+                        continue
+                    res = evaluate(model, _rows(data, order[n:]))["tasks"].get(key)
+                    if res is not None:
+                        for metric in ("kendall_tau", "top1", "top5"):
+                            rows[name].setdefault(key, {}).setdefault(metric, []).append(res[metric])
+        out[n] = {}
+        print(f"in-task: fitted to {n} configs of the task's own log, scored on the rest ({splits} splits); "
+              "medians over tasks")
+        print(f"  {'model':<8} {'tau':>6} {'top1':>6} {'top5':>6}")
+        for name, per in rows.items():
+            if not per:
+                continue
+            means = {key: {m: statistics.mean(v) for m, v in metrics.items()} for key, metrics in per.items()}
+            med = {m: statistics.median(v[m] for v in means.values()) for m in ("kendall_tau", "top1", "top5")}
+            out[n][name] = {**med, "per_task": means}
+            print(f"  {name:<8} {med['kendall_tau']:>6.3f} {med['top1']:>6.3f} {med['top5']:>6.3f}")
+    return out
+
+
+def _rows(data: "Dataset", index: Sequence[int]) -> "Dataset":
+    """The rows `index` of a one-task dataset (labels renormalised to the best among them)."""
+    from autotune.cost_model import Dataset
+    sub = Dataset()
+    seconds = data.seconds
+    sub.add(data.X[index], [seconds[i] for i in index], data.groups[0],
+            [data.graphs[i] for i in index] if data.graphs else None)
+    return sub
+
+
+def _plot_learning(in_task: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sizes = sorted(in_task)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, metric, label in ((axes[0], "kendall_tau", "Kendall tau"), (axes[1], "top5", "top-5 score")):
+        for name in {m for n in sizes for m in in_task[n]}:
+            pts = [(n, in_task[n][name][metric]) for n in sizes if name in in_task[n]]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("configs of the task measured (training set)")
+        ax.set_ylabel(f"{label} on the rest (median over tasks)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
 
 
 def _corpus(spec: str | None, tasks: Sequence[Task], graphs: bool = False) -> list[tuple[str, Dataset]]:
@@ -633,7 +719,8 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--count-at", default=None, help="search-efficiency: count with the target set by "
                         "the first N trials of the long random search, for each N of e.g. 128,512 "
                         "(default: --long)")
-        sp.add_argument("--plot", default=None, help="search-efficiency: write the tuning curves here (PNG)")
+        sp.add_argument("--plot", default=None, help="search-efficiency: write the tuning curves here (PNG); "
+                        "model-accuracy --in-task: the learning curves")
         sp.add_argument("--analyze-only", action="store_true", help="search-efficiency: recount from the logs")
         sp.add_argument("--seeds", type=int, default=1, help="search-efficiency: guided runs per task "
                         "(seeds 1..N; trials are averaged over them)")
@@ -660,6 +747,9 @@ def main(argv: list[str] | None = None) -> int:
                         "learn from too; none may hold a benchmark task")
         sp.add_argument("--workdir", default="search-efficiency")
         sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")
+        sp.add_argument("--in-task", default=None, help="model-accuracy: also fit each model to N configs of a "
+                        "task's own log and score it on the rest, for each N of e.g. 8,16,32,64")
+        sp.add_argument("--splits", type=int, default=10, help="model-accuracy --in-task: random splits per size")
     args = p.parse_args(argv)
     if args.cmd == "_once":
         _once(args)

@@ -16,8 +16,8 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.benchmarks import (_alternate, _corpus, _count, _count_at, _interleave, _running_best, _slug, _summary,
-                                _trials_to, model_accuracy, surrogate_efficiency)
+from measure.benchmarks import (_alternate, _corpus, _count, _count_at, _interleave, _running_best, _sizes, _slug,
+                                _summary, _trials_to, model_accuracy, surrogate_efficiency)
 from measure.replay import ReplayRunner
 
 
@@ -70,9 +70,15 @@ def test_model_accuracy_on_held_out_tasks_and_operators(tmp_path: Path) -> None:
     for t in tasks:
         Tuner(t, make_strategy("random", t.space(), seed=0), ReplayRunner([], fallback=landscape),
               RecordLog(tmp_path / f"random_{_slug(t.key())}.jsonl")).run(TuneOptions(trials=24))
-    args = argparse.Namespace(workdir=str(tmp_path), long=24, models="random,xgb", seed=0)
+    args = argparse.Namespace(workdir=str(tmp_path), long=24, models="random,xgb", seed=0, in_task="4,12",
+                              splits=3, plot=str(tmp_path / "learning.png"))
     out = model_accuracy(args)
     assert set(out["splits"]) == {"task", "operator"}
+    assert set(out["in_task"]) == {4, 12} and (tmp_path / "learning.png").stat().st_size > 0
+    for size in out["in_task"].values():
+        assert set(size) == {"random", "xgb"} and set(size["xgb"]["per_task"]) == {t.key() for t in tasks}
+    # within a task too, a model fitted to 12 of its configs ranks the other 12 better than chance
+    assert out["in_task"][12]["xgb"]["kendall_tau"] > out["in_task"][12]["random"]["kendall_tau"] + 0.3
     for split in out["splits"].values():
         assert set(split) == {"random", "xgb"}
         assert -1.0 <= split["xgb"]["kendall_tau"] <= 1.0 and 0.0 < split["xgb"]["top5"] <= 1.0
@@ -95,6 +101,13 @@ def test_count_sets_the_target_from_a_prefix_of_the_random_search() -> None:
     summary = _summary({"a": short, "b": full})
     assert summary["xgb_reached"] == "1/2" and summary["xgb_median_speedup"] is None
     assert summary["xgb_median_speedup_bound"] == statistics.median([1.5 / 1.5, 2.5 / 3.5])
+
+
+def test_in_task_sizes_are_sorted_and_each_at_least_two() -> None:
+    assert _sizes("16,8,8") == [8, 16]
+    for bad in ("1,8", "many"):
+        with pytest.raises(SystemExit, match="--in-task"):
+            _sizes(bad)
 
 
 def test_count_at_takes_prefix_lengths_up_to_the_long_search() -> None:
