@@ -482,6 +482,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
         raise SystemExit(f"{args.workdir}: need the random_*.jsonl logs of at least 2 tasks "
                          "(run `python -m measure.benchmarks search-efficiency` first)")
     models = [m for m in args.models.split(",") if m]
+    sizes = _sizes(args.in_task, args.splits) if args.in_task else []  # bad sizes fail before any training
     per_task: dict[str, tuple[str, Dataset, Dataset]] = {}  # key -> (op, features, graphs if a gnn is asked for)
     for f in files:
         recs = load_records(f)[:args.long]
@@ -533,21 +534,23 @@ def model_accuracy(args: argparse.Namespace) -> dict:
             m = summary[name]
             print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
-    if args.in_task:
-        out["in_task"] = _in_task(per_task, models, _sizes(args.in_task), args.splits, args.seed)
+    if sizes:
+        out["in_task"] = _in_task(per_task, models, sizes, args.splits, args.seed)
         if args.plot:
             _plot_learning(out["in_task"], args.plot)
     return out
 
 
-def _sizes(spec: str) -> list[int]:
-    """The training-set sizes of --in-task, e.g. "8,16,32,64"."""
+def _sizes(spec: str, splits: int = 1) -> list[int]:
+    """The training-set sizes of --in-task, e.g. "8,16,32,64" (and a check of --splits)."""
     try:
         sizes = sorted({int(n) for n in spec.split(",")})
     except ValueError:
         raise SystemExit(f"--in-task {spec!r}: give training-set sizes separated by commas, e.g. 8,16,32,64") from None
     if sizes[0] < 2:
         raise SystemExit(f"--in-task {spec!r}: a model needs at least 2 measurements to learn from")
+    if splits < 1:
+        raise SystemExit(f"--splits {splits}: --in-task needs at least 1 split per size")
     return sizes
 
 
@@ -609,7 +612,7 @@ def _plot_learning(in_task: dict, path: str) -> None:
     sizes = sorted(in_task)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, metric, label in ((axes[0], "kendall_tau", "Kendall tau"), (axes[1], "top5", "top-5 score")):
-        for name in {m for n in sizes for m in in_task[n]}:
+        for name in sorted({m for n in sizes for m in in_task[n]}):
             pts = [(n, in_task[n][name][metric]) for n in sizes if name in in_task[n]]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         ax.set_xscale("log", base=2)

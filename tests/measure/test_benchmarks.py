@@ -108,6 +108,8 @@ def test_in_task_sizes_are_sorted_and_each_at_least_two() -> None:
     for bad in ("1,8", "many"):
         with pytest.raises(SystemExit, match="--in-task"):
             _sizes(bad)
+    with pytest.raises(SystemExit, match="--splits"):
+        _sizes("8", splits=0)
 
 
 def test_count_at_takes_prefix_lengths_up_to_the_long_search() -> None:
