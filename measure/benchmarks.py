@@ -308,13 +308,18 @@ def search_efficiency(args: argparse.Namespace) -> dict:
 
 def _count_at(args: argparse.Namespace) -> list[int]:
     """The lengths of --count-at (default: --long), each a prefix of the long random search."""
-    try:
-        lengths = sorted({int(n) for n in str(args.count_at or args.long).split(",")})
-    except ValueError:
-        raise SystemExit(f"--count-at {args.count_at!r}: give trial counts separated by commas, e.g. 128,512") from None
+    lengths = _ints(str(args.count_at or args.long), "--count-at", "trial counts", "128,512")
     if lengths[0] < 1 or lengths[-1] > args.long:
         raise SystemExit(f"--count-at {args.count_at!r}: each count must be between 1 and --long ({args.long})")
     return lengths
+
+
+def _ints(spec: str, flag: str, what: str, example: str) -> list[int]:
+    """The distinct integers of a comma-separated option value, sorted; a clear exit if one is not a number."""
+    try:
+        return sorted({int(n) for n in spec.split(",")})
+    except ValueError:
+        raise SystemExit(f"{flag} {spec!r}: give {what} separated by commas, e.g. {example}") from None
 
 
 def _count(fixed: dict[str, list[float]], n: int, trials: int, flops: float) -> dict:
@@ -543,10 +548,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
 
 def _sizes(spec: str, splits: int = 1) -> list[int]:
     """The training-set sizes of --in-task, e.g. "8,16,32,64" (and a check of --splits)."""
-    try:
-        sizes = sorted({int(n) for n in spec.split(",")})
-    except ValueError:
-        raise SystemExit(f"--in-task {spec!r}: give training-set sizes separated by commas, e.g. 8,16,32,64") from None
+    sizes = _ints(spec, "--in-task", "training-set sizes", "8,16,32,64")
     if sizes[0] < 2:
         raise SystemExit(f"--in-task {spec!r}: a model needs at least 2 measurements to learn from")
     if splits < 1:
