@@ -44,6 +44,21 @@ class Task:
         parsed = t.parse_shape(shape)
         return cls(t.name, tuple(parsed.items()), dtype, threads if threads is not None else settings().threads)
 
+    @classmethod
+    def from_key(cls, key: str, threads: int | None = None) -> "Task":
+        """The task a key() names (a key holds no thread count: pass it).
+
+        >>> Task.from_key("matmul|M=64,N=32,K=16|float32", threads=1).shape_str()
+        '64x32x16'
+        """
+        try:
+            op, dims, dtype = key.split("|")
+            shape = {name: int(v) for name, v in (d.split("=") for d in dims.split(","))}
+        except ValueError:
+            raise ShapeError(f"{key!r} is not a task key: expected op|dim=value,...|dtype, "
+                             f"e.g. matmul|M=64,N=32,K=16|float32") from None
+        return cls.create(op, shape, dtype, threads)
+
     @property
     def template(self) -> Template:
         return get_template(self.op)

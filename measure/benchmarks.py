@@ -478,9 +478,13 @@ def model_accuracy(args: argparse.Namespace) -> dict:
     Kendall tau, top-1 and top-5 scores and the training time. Two splits: leave one task out
     (its other shape is in the training data) and leave one operator out (no config of that
     operator is seen). Models: random, xgb, lgbm, gnn (a model whose library is missing is
-    skipped with a note). --in-task 8,16,32,64 adds learning curves within each task (see _in_task)."""
+    skipped with a note); xgb and lgbm also as "<model>+similar", trained with the tasks most like
+    the held-out one weighing most, as a prior is for the task it is used on
+    (autotune.cost_model.transfer). --in-task 8,16,32,64 adds learning curves within each task
+    (see _in_task)."""
     from autotune.cost_model import Dataset, ModelError, make_model
     from autotune.cost_model.evaluate import evaluate
+    from autotune.cost_model.transfer import similarity_weights
     from autotune.records import load_records
     files = sorted(Path(args.workdir).glob("random_*.jsonl"))
     if len(files) < 2:
@@ -489,30 +493,39 @@ def model_accuracy(args: argparse.Namespace) -> dict:
     models = [m for m in args.models.split(",") if m]
     sizes = _sizes(args.in_task, args.splits) if args.in_task else []  # bad sizes fail before any training
     per_task: dict[str, tuple[str, Dataset, Dataset]] = {}  # key -> (op, features, graphs if a gnn is asked for)
+    task_of: dict[str, Task] = {}
     for f in files:
         recs = load_records(f)[:args.long]
         if not recs:
             continue
         graphs = Dataset.from_records(recs, graphs=True) if "gnn" in models else Dataset()
         per_task[recs[0].key] = (recs[0].op, Dataset.from_records(recs), graphs)
+        task_of[recs[0].key] = recs[0].task()
+    variants = [(m, False) for m in models] + [(m, True) for m in models if m in ("xgb", "lgbm")]
 
     def union(keys: Sequence[str], graph: bool) -> Dataset:
         return _union([(k, per_task[k][2 if graph else 1]) for k in keys])
 
     out: dict = {"tasks": list(per_task), "splits": {}}
     for split in ("task", "operator"):
-        rows: dict[str, dict] = {m: {"tau": [], "top1": [], "top5": [], "train_s": []} for m in models}
+        rows: dict[str, dict] = {m + "+similar" * similar: {"tau": [], "top1": [], "top5": [], "train_s": []}
+                                 for m, similar in variants}
         for held in per_task:
             op = per_task[held][0]
             train = [k for k in per_task if k != held and (split == "task" or per_task[k][0] != op)]
             if not train:
                 continue
-            for name in [m for m in models if m in rows]:
-                graph = name == "gnn"
+            for kind, similar in variants:
+                name, graph = kind + "+similar" * similar, kind == "gnn"
+                if name not in rows:
+                    continue
                 try:
-                    model = make_model(name, seed=args.seed)
+                    model = make_model(kind, seed=args.seed)
+                    data = union(train, graph)
+                    if similar:
+                        data.task_weights = similarity_weights(data, task_of[held])
                     t0 = time.perf_counter()
-                    model.fit(union(train, graph))
+                    model.fit(data)
                     train_s = time.perf_counter() - t0
                 except ModelError as e:
                     print(f"{name}: skipped ({e})")
@@ -529,7 +542,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
                 r.setdefault("per_task", {})[held] = {k: res[k] for k in ("kendall_tau", "top1", "top5")}
         summary = {}
         print(f"held out: one {split} at a time ({len(per_task)} tasks); medians over the held-out tasks")
-        print(f"  {'model':<8} {'tau':>6} {'top1':>6} {'top5':>6} {'train s':>8}")
+        print(f"  {'model':<12} {'tau':>6} {'top1':>6} {'top5':>6} {'train s':>8}")
         for name, r in rows.items():
             if not r["tau"]:
                 continue
@@ -537,7 +550,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
                              "top5": statistics.median(r["top5"]), "train_s": statistics.median(r["train_s"]),
                              "per_task": r.get("per_task", {})}
             m = summary[name]
-            print(f"  {name:<8} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
+            print(f"  {name:<12} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
     if sizes:
         out["in_task"] = _in_task(per_task, models, sizes, args.splits, args.seed)
@@ -657,11 +670,14 @@ def _corpus(spec: str | None, tasks: Sequence[Task], graphs: bool = False) -> li
 
 def _save_held_out(kind: str, parts: Sequence[tuple[str, Dataset]], held: str, path: Path, seed: int = 0) -> str:
     """Train a `kind` model on every (task key, dataset) part except task `held`'s, save it to
-    `path`, and return the path (a prior for tuning the held-out task)."""
+    `path` with its training set (see autotune.cost_model.transfer), and return the path (a
+    prior for tuning the held-out task)."""
     from autotune.cost_model import make_model
+    from autotune.cost_model.transfer import save_prior
     model = make_model(kind, seed=seed)
-    model.fit(_union([(key, ds) for key, ds in parts if key != held]))
-    model.save(path)
+    data = _union([(key, ds) for key, ds in parts if key != held])
+    model.fit(data)
+    save_prior(model, data, path)
     return str(path)
 
 

@@ -27,11 +27,13 @@ class ModelError(AutotuneError, ValueError):
 
 @dataclass
 class Dataset:
-    """Features X, normalised throughput y in [0, 1], and the task of each row."""
+    """Features X, normalised throughput y in [0, 1], and the task of each row. task_weights: how
+    much each task's rows count in training (a task not named counts 1)."""
     X: np.ndarray = field(default_factory=lambda: np.zeros((0, feature_length()), np.float32))
     y: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     groups: list[str] = field(default_factory=list)
     graphs: list[Any] | None = None  # ProgramGraph per row, for graph models
+    task_weights: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.y) if len(self.y) else len(self.X)
@@ -45,6 +47,10 @@ class Dataset:
         if graphs is not None:
             self.graphs = (self.graphs or []) + list(graphs)
         self._relabel()
+
+    def row_weights(self) -> np.ndarray:
+        """The training weight of each row: its task's."""
+        return np.array([self.task_weights.get(g, 1.0) for g in self.groups], np.float64)
 
     @property
     def seconds(self) -> list[float]:

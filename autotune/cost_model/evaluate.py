@@ -11,7 +11,9 @@ from typing import Sequence
 import numpy as np
 
 from autotune.cost_model import Dataset, load_model, make_model
+from autotune.cost_model.base import read_model_file
 from autotune.cost_model.metrics import ape, kendall_tau, top_k_score
+from autotune.cost_model.transfer import prior_for, save_prior
 from autotune.errors import AutotuneError
 from autotune.records import load_records
 
@@ -26,16 +28,18 @@ def train_model(logs: Sequence[str], kind: str, objective: str, out: str) -> int
     model = make_model(kind, objective=objective)
     model.fit(data)
     t2 = time.perf_counter()
-    model.save(out)
+    save_prior(model, data, out)
     print(f"trained {kind} ({objective}) on {len(data)} measurements of {len(set(data.groups))} tasks: "
           f"features {t1 - t0:.1f} s, training {t2 - t1:.2f} s; wrote {out}")
     return 0
 
 
-def evaluate(model, data: Dataset) -> dict:  # type: ignore[no-untyped-def]
-    """Per-task Kendall tau, top-1 and top-5 scores and APE, with their medians."""
+def evaluate(model, data: Dataset, scores: np.ndarray | None = None) -> dict:  # type: ignore[no-untyped-def]
+    """Per-task Kendall tau, top-1 and top-5 scores and APE, with their medians (of the model's
+    predictions, or of `scores` made for data's rows some other way)."""
     per: dict[str, dict[str, float]] = {}
-    scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
+    if scores is None:
+        scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
     groups = np.array(data.groups, dtype=object)
     for g in sorted(set(data.groups)):
         m = groups == g
@@ -51,9 +55,21 @@ def evaluate(model, data: Dataset) -> dict:  # type: ignore[no-untyped-def]
 
 
 def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | None) -> int:
+    """Scores of a saved model on a log. A prior that carries its training set is refitted for
+    each task of the log first, as tuning that task would (autotune.cost_model.transfer)."""
     model = load_model(model_path)
-    data = Dataset.from_records(load_records(log), graphs=getattr(model, "needs_graphs", False))
-    res = evaluate(model, data)
+    records = load_records(log)
+    data = Dataset.from_records(records, graphs=getattr(model, "needs_graphs", False))
+    scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
+    if "training" in read_model_file(model_path) and not getattr(model, "needs_graphs", False):
+        groups = np.array(data.groups, dtype=object)
+        tasks = {r.key: r for r in reversed(records)}
+        for key in sorted(set(data.groups)):
+            rows = groups == key
+            scores[rows] = prior_for(model_path, tasks[key].task()).predict(data.X[rows])
+        print(f"{model_path}: refitted for each task of the log, the tasks of its training set most like it "
+              "weighing most (as tuning it would)")
+    res = evaluate(model, data, scores)
     print(f"{'task':<44} {'n':>5} {'tau':>6} {'top1':>6} {'top5':>6} {'APE%':>7}")
     for g, v in res["tasks"].items():
         print(f"{g:<44} {v['n']:>5} {v['kendall_tau']:>6.3f} {v['top1']:>6.3f} {v['top5']:>6.3f} {v['ape']:>7.2f}")
@@ -65,8 +81,7 @@ def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(6, 5))
-        s = model.predict(data)
-        ax.scatter(s, data.y, s=8, alpha=0.6)
+        ax.scatter(scores, data.y, s=8, alpha=0.6)
         ax.set_xlabel(f"{model.kind} score")
         ax.set_ylabel("measured throughput / best of task")
         ax.set_title(f"{Path(model_path).name} on {Path(log).name}")

@@ -143,6 +143,7 @@ class GNNModel:
         y = np.asarray(data.y, np.float64)
         target = np.log(np.maximum(y, 1e-3))
         groups = np.array(data.groups, dtype=object)
+        weight = data.row_weights()
         by_group = [np.flatnonzero(groups == g) for g in sorted(set(data.groups))]
         self.losses = []
         for _ in range(self.epochs):
@@ -168,6 +169,7 @@ class GNNModel:
                         loss = (torch.nn.functional.softplus(-diff) * better).sum() / better.sum()
                     else:
                         loss = (torch.relu(1.0 - diff) * better).sum() / better.sum()
+                loss = loss * float(weight[b[0]])  # a batch is one task's: its task's weight
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

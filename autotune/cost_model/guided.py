@@ -16,9 +16,10 @@ from typing import Sequence
 
 import numpy as np
 
-from autotune.cost_model import CostModel, Dataset, load_model, make_model
+from autotune.cost_model import CostModel, Dataset, make_model
 from autotune.cost_model.features import config_features, feature_length
 from autotune.cost_model.metrics import kendall_tau
+from autotune.cost_model.transfer import prior_for
 from autotune.errors import AutotuneError
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.space import Config
@@ -159,9 +160,11 @@ class ModelUpdater:
 def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str | Path | None = None,
                   seed: int = 0, epsilon: float = 0.1) -> tuple[EvolutionarySearch, ModelUpdater]:
     """A model-guided evolutionary strategy and the callback that keeps its model fitted. With
-    `pretrained`, that saved model is the prior the search starts from; a fresh `model` learns
-    this task's measurements and takes over as they accumulate."""
-    prior = load_model(pretrained) if pretrained is not None else None
+    `pretrained`, that saved model is the prior the search starts from (refitted with the
+    training tasks most like this one weighing most, when the file carries its training set: see
+    autotune.cost_model.transfer); a fresh `model` learns this task's measurements and takes
+    over as they accumulate."""
+    prior = prior_for(pretrained, task) if pretrained is not None else None
     m = make_model(model, seed=seed) if isinstance(model, str) else model
     scorer = ModelScorer(m, task, prior=prior, seed=seed)
     strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon,

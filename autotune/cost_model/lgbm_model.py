@@ -44,11 +44,11 @@ class LGBMModel:
         if len(data) < 2:
             raise ModelError("need at least 2 measurements to train a model")
         order, sizes = group_sizes(data.groups)
-        X, y = data.X[order], data.y[order]
+        X, y, w = data.X[order], data.y[order], data.row_weights()[order]
         if self.objective == "rank":
-            ds = lgb.Dataset(X, label=np.rint(y * GRADES).astype(int), group=sizes, free_raw_data=False)
+            ds = lgb.Dataset(X, label=np.rint(y * GRADES).astype(int), group=sizes, weight=w, free_raw_data=False)
         else:
-            ds = lgb.Dataset(X, label=np.log(np.maximum(y, 1e-3)), free_raw_data=False)
+            ds = lgb.Dataset(X, label=np.log(np.maximum(y, 1e-3)), weight=w, free_raw_data=False)
         if self.base is not None:  # pretrained: continue boosting on this task's data
             self.booster = lgb.train(self._params(), ds, num_boost_round=max(10, self.rounds // 4),
                                      init_model=lgb.Booster(model_str=self.base))

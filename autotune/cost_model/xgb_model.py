@@ -38,11 +38,14 @@ class XGBModel:
         if len(data) < 2:
             raise ModelError("need at least 2 measurements to train a model")
         order, sizes = group_sizes(data.groups)
-        X, y = data.X[order], data.y[order]
+        X, y, w = data.X[order], data.y[order], data.row_weights()[order]
         label = y if self.objective == "rank" else np.log(np.maximum(y, 1e-3))
         d = xgb.DMatrix(X, label=label)
         if self.objective == "rank":
             d.set_group(sizes)
+            d.set_weight(w[np.cumsum([0] + sizes[:-1])])  # ranking weighs whole groups: one weight each
+        else:
+            d.set_weight(w)
         if self.base is not None:  # pretrained: add trees fitted to this task on top of it
             self.booster = xgb.train(self._params(), d, num_boost_round=max(10, self.rounds // 4),
                                      xgb_model=self.base.copy())

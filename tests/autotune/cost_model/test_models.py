@@ -64,6 +64,22 @@ def test_regression_objective(kind: str) -> None:
     assert kendall_tau(m.predict(ds), secs) > 0.5
 
 
+@pytest.mark.parametrize("kind", ["xgb", "lgbm", "gnn"])
+@pytest.mark.parametrize("objective", ["rank", "regression"])
+def test_training_follows_the_task_weights(kind: str, objective: str) -> None:
+    """Task B holds the same configs as task A with the opposite times: the model learns the
+    task that weighs 1 and ignores the one that weighs 0.001."""
+    ds, secs = synthetic()
+    both = Dataset()
+    both.add(ds.X, secs, "A", ds.graphs)
+    both.add(ds.X, [1e-8 / s for s in secs], "B", ds.graphs)
+    for light, sign in (("B", 1), ("A", -1)):
+        both.task_weights = {light: 1e-3}
+        m = make_model(kind, objective=objective)
+        m.fit(both)
+        assert sign * kendall_tau(m.predict(ds), secs) > 0.5
+
+
 def test_model_errors(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not been trained"):
         make_model("xgb").predict(np.zeros((1, feature_length())))
