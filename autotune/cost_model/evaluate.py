@@ -60,9 +60,10 @@ def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | 
     model = load_model(model_path)
     records = load_records(log)
     data = Dataset.from_records(records, graphs=getattr(model, "needs_graphs", False))
-    scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
-    if "training" in read_model_file(model_path) and not getattr(model, "needs_graphs", False):
-        groups = np.array(data.groups, dtype=object)
+    if "training" not in read_model_file(model_path) or getattr(model, "needs_graphs", False):
+        scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
+    else:
+        scores, groups = np.zeros(len(data)), np.array(data.groups, dtype=object)
         tasks = {r.key: r for r in reversed(records)}
         for key in sorted(set(data.groups)):
             rows = groups == key

@@ -30,7 +30,10 @@ def test_a_trained_prior_is_refitted_for_each_task_it_is_scored_on(tmp_path: Pat
     assert main(["train-model", *map(str, train), "--model", "xgb", "--out", str(model)]) == 0
     assert len(json.loads(model.read_text())["training"]["task"]) == 48  # the file keeps its training set
     out = tmp_path / "scores.json"
-    assert main(["evaluate-model", "--model", str(model), "--log", str(held), "--json", str(out)]) == 0
+    plot = tmp_path / "scores.png"
+    assert main(["evaluate-model", "--model", str(model), "--log", str(held), "--json", str(out),
+                 "--plot", str(plot)]) == 0
+    assert plot.stat().st_size > 0
     assert "refitted for each task of the log" in capsys.readouterr().out
     res = json.loads(out.read_text())
     assert list(res["tasks"]) == ["matmul|M=96,N=80,K=64|float32"] and -1 <= res["median"]["kendall_tau"] <= 1
