@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import random
@@ -36,8 +37,10 @@ TEMPERATURE = 2.0
 PROFILE_SAMPLES = 128
 
 
+@functools.lru_cache(maxsize=256)
 def task_profile(task: Task, samples: int = PROFILE_SAMPLES, seed: int = 0) -> np.ndarray:
-    """The mean feature vector of `samples` random configs of the task."""
+    """The mean feature vector of `samples` random configs of the task (read-only). Cached: every
+    prior refitted in a process profiles the same training tasks, and lowering is the cost."""
     rows = []
     for cfg in task.space().sample_new(random.Random(seed), set(), samples):
         try:
@@ -46,7 +49,9 @@ def task_profile(task: Task, samples: int = PROFILE_SAMPLES, seed: int = 0) -> n
             continue
     if not rows:
         raise ModelError(f"{task.key()}: none of {samples} random configs lowers, so the task has no profile")
-    return np.mean(rows, axis=0)
+    profile = np.mean(rows, axis=0)
+    profile.setflags(write=False)
+    return profile
 
 
 def similarity_weights(data: Dataset, task: Task, *, temperature: float = TEMPERATURE) -> dict[str, float]:
