@@ -40,8 +40,9 @@ def _parser() -> argparse.ArgumentParser:
 
     def search_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES), help="search strategy")
-        sp.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random"], default=None,
-                        help="steer the evolutionary search with a cost model refitted every batch")
+        sp.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random", "roofline"], default=None,
+                        help="steer the evolutionary search with a cost model refitted every batch (it starts "
+                        "from the CPU roofline estimate, or from --pretrained)")
         sp.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
 
     show = sub.add_parser("show", help="print the generated source of a config")

@@ -197,7 +197,10 @@ def _slug(key: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in key)
 
 
-GUIDED = ("xgb", "xgb_pretrained")
+# the guided searches: XGBoost-guided evolutionary search with no prior (blind), from the roofline prior
+# (from scratch: no logs), and from a model pretrained on the other tasks
+GUIDED = ("xgb_blind", "xgb", "xgb_pretrained")
+SCRATCH = ("xgb_blind", "xgb")  # the pretrained models learn from these searches' logs (and the random ones)
 
 
 def search_efficiency(args: argparse.Namespace) -> dict:
@@ -205,10 +208,12 @@ def search_efficiency(args: argparse.Namespace) -> dict:
 
     Random search: the expected number of trials, (n+1)/(k+1), for k of the n configs of the long
     random search within the target (sampling without replacement), next to the trials its own
-    run took. Model-guided evolutionary search (xgb, refitted after every --batch configs) from
-    scratch, and with a model trained on everything measured on the other tasks (other shapes and
-    operators: their long random searches and their guided searches from scratch, plus the logs of
-    --corpus): the trials their runs took (the mean over --seeds runs).
+    run took. Model-guided evolutionary search (XGBoost, refitted after every --batch configs) from
+    scratch with no prior (xgb_blind), from scratch starting from the roofline estimate (xgb: what
+    `autotune tune --cost-model xgb` does), and from a model trained on everything measured on the
+    other tasks (xgb_pretrained: other shapes and operators, their long random searches and their
+    searches from scratch, plus the logs of --corpus): the trials their runs took (the mean over
+    --seeds runs). --searches picks which to run; a search with no logs is left out of the count.
     On a noisy machine a lucky sample can set an unreachable target, and searches logged at
     different times ran at different machine speeds, so the contenders of every search (its best
     --retime configs and every config within --retime-within of its best) are re-timed together
@@ -240,9 +245,11 @@ def search_efficiency(args: argparse.Namespace) -> dict:
             feats: dict[Path, Dataset] = {}
             corpus = _corpus(args.corpus, tasks) if "xgb_pretrained" in args.searches.split(",") else []
             for name in GUIDED:  # every task from scratch first: the pretrained models learn from those logs too
-                if name not in args.searches.split(","):  # not rerun: its logs are reused
-                    logs = {key: paths + [work / _guided_log(name, seed, key) for seed in range(1, args.seeds + 1)]
-                            for key, paths in logs.items()}
+                if name not in args.searches.split(","):  # not rerun: its logs (where there are any) are reused
+                    if name in SCRATCH:
+                        logs = {key: paths + [p for seed in range(1, args.seeds + 1)
+                                              if (p := work / _guided_log(name, seed, key)).exists()]
+                                for key, paths in logs.items()}
                     continue
                 for t in tasks:
                     pre = None
@@ -253,23 +260,25 @@ def search_efficiency(args: argparse.Namespace) -> dict:
                                                      for path in paths] + corpus, t.key(),
                                              work / f"pre_{_slug(t.key())}.json")
                     for seed in range(1, args.seeds + 1):
-                        strategy, updater = guided_search(t, "xgb", pretrained=pre, seed=seed)
+                        strategy, updater = guided_search(t, "xgb", pretrained=pre, roofline=name != "xgb_blind",
+                                                          seed=seed)
                         glog = work / _guided_log(name, seed, t.key())
                         glog.unlink(missing_ok=True)  # each run of the benchmark searches afresh
                         t0 = time.perf_counter()
                         Tuner(t, strategy, runner, RecordLog(glog), callbacks=[updater]).run(
                             TuneOptions(trials=args.trials, batch=args.batch, early_stopping=None))
                         out.setdefault("wall_s", {})[f"{name} seed {seed} {t.key()}"] = time.perf_counter() - t0
-                        if name == "xgb":  # the pretrained models learn from random and scratch runs only
+                        if name in SCRATCH:  # the pretrained models learn from random and scratch runs only
                             logs[t.key()].append(glog)
     lengths = _count_at(args)
+    names = _searches_logged(work, tasks, args.seeds)
     curves: dict[str, dict[str, list[float]]] = {}
     counts: dict[int, dict[str, dict]] = {n: {} for n in lengths}
     for t in tasks:
         runs = {}
         paths = [("random", work / f"random_{_slug(t.key())}.jsonl", args.long)]
         paths += [(f"{name} seed {seed}", work / _guided_log(name, seed, t.key()), args.trials)
-                  for name in GUIDED for seed in range(1, args.seeds + 1)]
+                  for name in names for seed in range(1, args.seeds + 1)]
         for label, path, limit in paths:
             if not path.exists():
                 raise SystemExit(f"{path} is missing: run the benchmark without --analyze-only first")
@@ -291,12 +300,14 @@ def search_efficiency(args: argparse.Namespace) -> dict:
             row["retimed_configs"] = len(top)
             print(f"{t.key():<44} target from {n} random trials: best {row['best_gflops']:6.1f} GFLOP/s; trials "
                   f"to 95%: random {row['random']:.1f} expected ({row['random_within']} of {n} within; its run "
-                  f"{row['random_run']}), guided {row['xgb_runs']} (best {row['xgb_best_gflops']:.1f}), pretrained "
-                  f"{row['xgb_pretrained_runs']} (best {row['xgb_pretrained_best_gflops']:.1f})", flush=True)
+                  f"{row['random_run']}), " + ", ".join(f"{name} {row[f'{name}_runs']} (best "
+                                                        f"{row[f'{name}_best_gflops']:.1f})" for name in names),
+                  flush=True)
+    out["searches"] = list(names)
     out["by_long"] = {n: _summary(rows) for n, rows in counts.items()}
     out.update(out["by_long"][args.long] if args.long in lengths else {})
     for n, summary in out["by_long"].items():
-        for name in GUIDED:
+        for name in names:
             print(f"target from {n} random trials, {name}: reached the target on {summary[f'{name}_reached']} tasks "
                   f"(every seed); median over tasks of trials saved vs random (mean trials over seeds) "
                   f"{summary[f'{name}_median_speedup'] or 'n/a'}; counting a miss as {args.trials + 1} trials: "
@@ -322,6 +333,26 @@ def _ints(spec: str, flag: str, what: str, example: str) -> list[int]:
         raise SystemExit(f"{flag} {spec!r}: give {what} separated by commas, e.g. {example}") from None
 
 
+def _searches_logged(work: Path, tasks: Sequence[Task], seeds: int) -> list[str]:
+    """The guided searches with logs in `work`: every seed of every task, or none (a search not run
+    is left out of the count, with a note); a search logged for some runs only is an error."""
+    names = []
+    for name in GUIDED:
+        paths = [work / _guided_log(name, seed, t.key()) for t in tasks for seed in range(1, seeds + 1)]
+        have = [p.exists() for p in paths]
+        if all(have):
+            names.append(name)
+        elif any(have):
+            missing = paths[have.index(False)]
+            raise SystemExit(f"{missing} is missing: run the benchmark with --searches {name} (without "
+                             "--analyze-only) to make every run of that search")
+        else:
+            print(f"{name}: no logs in {work}; not counted (run the benchmark with --searches {name})", flush=True)
+    if not names:
+        raise SystemExit(f"{work} holds no guided search logs: run the benchmark without --analyze-only first")
+    return names
+
+
 def _count(fixed: dict[str, list[float]], n: int, trials: int, flops: float) -> dict:
     """One task's trials to the target, 95% of the best of the first n trials of the random search
     (`fixed["random"]`), for random search (expected, and its own run) and for each guided search
@@ -332,7 +363,7 @@ def _count(fixed: dict[str, list[float]], n: int, trials: int, flops: float) -> 
     k = sum(s <= target for s in rand)
     row: dict = {"best_gflops": flops / best / 1e9, "random_n": len(rand), "random_within": k,
                  "random": (len(rand) + 1) / (k + 1), "random_run": _trials_to(target, _running_best(rand))}
-    for name in GUIDED:
+    for name in (g for g in GUIDED if any(label.startswith(f"{g} seed ") for label in fixed)):
         seqs = [v for label, v in fixed.items() if label.startswith(f"{name} seed ")]
         row[f"{name}_runs"] = [_trials_to(target, _running_best(v)) for v in seqs]
         reached = None not in row[f"{name}_runs"]
@@ -349,7 +380,7 @@ def _summary(rows: dict[str, dict]) -> dict:
     unless every run reached the target), how many tasks it reached, and the median saving with a
     miss counted as trials + 1."""
     out: dict = {"tasks": rows}
-    for name in GUIDED:
+    for name in (g for g in GUIDED if all(f"{g}_runs" in r for r in rows.values())):
         ratios = [r[f"{name}_vs_random"] for r in rows.values()]
         got = [x for x in ratios if x is not None]
         out[f"{name}_median_speedup"] = statistics.median(got) if len(got) == len(ratios) else None
@@ -477,7 +508,8 @@ def model_accuracy(args: argparse.Namespace) -> dict:
     --workdir (search-efficiency writes them), score the held-out task's configs, and report
     Kendall tau, top-1 and top-5 scores and the training time. Two splits: leave one task out
     (its other shape is in the training data) and leave one operator out (no config of that
-    operator is seen). Models: random, xgb, lgbm, gnn (a model whose library is missing is
+    operator is seen). Models: random, roofline (trains on nothing: the same in both splits), xgb,
+    lgbm, gnn (a model whose library is missing is
     skipped with a note); xgb and lgbm also as "<model>+similar", trained with the tasks most like
     the held-out one weighing most, as a prior is for the task it is used on
     (autotune.cost_model.transfer). --in-task 8,16,32,64 adds learning curves within each task
@@ -520,7 +552,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
                 if name not in rows:
                     continue
                 try:
-                    model = make_model(kind, seed=args.seed)
+                    model = make_model(kind, seed=args.seed, task=task_of[held])
                     data = union(train, graph)
                     if similar:
                         data.task_weights = similarity_weights(data, task_of[held])
@@ -553,7 +585,7 @@ def model_accuracy(args: argparse.Namespace) -> dict:
             print(f"  {name:<12} {m['kendall_tau']:>6.3f} {m['top1']:>6.3f} {m['top5']:>6.3f} {m['train_s']:>8.2f}")
         out["splits"][split] = summary
     if sizes:
-        out["in_task"] = _in_task(per_task, models, sizes, args.splits, args.seed)
+        out["in_task"] = _in_task(per_task, task_of, models, sizes, args.splits, args.seed)
         if args.plot:
             _plot_learning(out["in_task"], args.plot)
     return out
@@ -569,7 +601,8 @@ def _sizes(spec: str, splits: int = 1) -> list[int]:
     return sizes
 
 
-def _in_task(per_task: dict, models: Sequence[str], sizes: Sequence[int], splits: int, seed: int) -> dict:
+def _in_task(per_task: dict, task_of: dict[str, Task], models: Sequence[str], sizes: Sequence[int], splits: int,
+             seed: int) -> dict:
     """Each model fitted to n random configs of a task's own log and scored on the rest of it, for
     each n of `sizes` over `splits` random splits: how many of its own measurements a search needs
     before the model finds the top of that task. Medians over tasks of the means over splits."""
@@ -588,7 +621,7 @@ def _in_task(per_task: dict, models: Sequence[str], sizes: Sequence[int], splits
                 for name in models:
                     data = graphs if name == "gnn" else feats
                     try:
-                        model = make_model(name, seed=seed)
+                        model = make_model(name, seed=seed, task=task_of[key])
                         model.fit(_rows(data, order[:n]))
                     except ModelError:  # e.g. every sampled config failed: nothing to rank
                         continue
@@ -767,7 +800,8 @@ def main(argv: list[str] | None = None) -> int:
                         "logs (files or directories, comma-separated) of other shapes that the pretrained models "
                         "learn from too; none may hold a benchmark task")
         sp.add_argument("--workdir", default="search-efficiency")
-        sp.add_argument("--models", default="random,xgb,lgbm,gnn", help="model-accuracy: the models to compare")
+        sp.add_argument("--models", default="random,roofline,xgb,lgbm,gnn",
+                        help="model-accuracy: the models to compare")
         sp.add_argument("--in-task", default=None, help="model-accuracy: also fit each model to N configs of a "
                         "task's own log and score it on the rest, for each N of e.g. 8,16,32,64")
         sp.add_argument("--splits", type=int, default=10, help="model-accuracy --in-task: random splits per size")

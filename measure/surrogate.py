@@ -99,22 +99,24 @@ class Surrogate:
 def _search(name: str, task: Task, seed: int, features: dict[Config, np.ndarray],
             pretrained: str | Path | None = None) -> tuple[Strategy, list[Callback]]:
     """A strategy name (random, evolutionary, ...), a cost-model name (xgb, lgbm, ...) for a
-    model-guided search, as `autotune tune --strategy/--cost-model` take them, or a cost-model
-    name + "+pretrained" for a guided search that starts from the saved model `pretrained`."""
+    model-guided search, as `autotune tune --strategy/--cost-model` take them (it starts from the
+    roofline prior), a cost-model name + "+blind" for one with no prior, or a cost-model name +
+    "+pretrained" for one that starts from the saved model `pretrained`."""
     from autotune.cost_model import MODELS
     from autotune.cost_model.guided import guided_search
     from autotune.search import STRATEGIES, make_strategy
     if name in STRATEGIES:
         return make_strategy(name, task.space(), seed=seed), []
     model, plus, tail = name.partition("+")
-    if model in MODELS and (not plus or tail == "pretrained"):
-        if plus and pretrained is None:
+    if model in MODELS and (not plus or tail in ("pretrained", "blind")):
+        if tail == "pretrained" and pretrained is None:
             raise SurrogateError(f"search {name!r} needs a pretrained model: pass compare(..., pretrained=PATH)")
-        strategy, updater = guided_search(task, model, pretrained=pretrained if plus else None, seed=seed)
+        strategy, updater = guided_search(task, model, pretrained=pretrained if tail == "pretrained" else None,
+                                          roofline=tail != "blind", seed=seed)
         updater.scorer.cache = features  # lowering is most of a search's time: share it across seeds
         return strategy, [updater]
     raise SurrogateError(f"unknown search {name!r}: give a strategy ({', '.join(STRATEGIES)}), a cost model for "
-                         f"a guided search ({', '.join(MODELS)}), or a cost model + \"+pretrained\"")
+                         f"a guided search ({', '.join(MODELS)}), or a cost model + \"+blind\" or \"+pretrained\"")
 
 
 def compare(surrogate: Surrogate, searches: Sequence[str], *, seeds: Iterable[int] = range(1, 9),

@@ -19,6 +19,7 @@ import numpy as np
 from autotune.cost_model import CostModel, Dataset, make_model
 from autotune.cost_model.features import config_features, feature_length
 from autotune.cost_model.metrics import kendall_tau
+from autotune.cost_model.roofline import RooflineModel
 from autotune.cost_model.transfer import prior_for
 from autotune.errors import AutotuneError
 from autotune.search.evolutionary import EvolutionarySearch
@@ -158,18 +159,27 @@ class ModelUpdater:
 
 
 def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str | Path | None = None,
-                  seed: int = 0, epsilon: float = 0.1) -> tuple[EvolutionarySearch, ModelUpdater]:
-    """A model-guided evolutionary strategy and the callback that keeps its model fitted. With
-    `pretrained`, that saved model is the prior the search starts from (refitted with the
-    training tasks most like this one weighing most, when the file carries its training set: see
-    autotune.cost_model.transfer); a fresh `model` learns this task's measurements and takes
-    over as they accumulate."""
-    prior = prior_for(pretrained, task) if pretrained is not None else None
-    m = make_model(model, seed=seed) if isinstance(model, str) else model
+                  roofline: bool = True, seed: int = 0,
+                  epsilon: float = 0.1) -> tuple[EvolutionarySearch, ModelUpdater]:
+    """A model-guided evolutionary strategy and the callback that keeps its model fitted. The
+    search starts from a prior: with `pretrained`, that saved model (refitted with the training
+    tasks most like this one weighing most, when the file carries its training set: see
+    autotune.cost_model.transfer); without one, the CPU roofline estimate (RooflineModel), which
+    needs no logs (roofline=False: no prior, the first batches cover the space blind). A fresh
+    `model` learns this task's measurements and takes over as they accumulate; a prior that ranks
+    the first measurements badly loses its say."""
+    from templates.tpu import is_tpu
+    prior: CostModel | None = None
+    if pretrained is not None:
+        prior = prior_for(pretrained, task)
+    elif roofline and not is_tpu(task.op):
+        prior = RooflineModel.for_task(task)
+    m = make_model(model, seed=seed, task=task) if isinstance(model, str) else model
     scorer = ModelScorer(m, task, prior=prior, seed=seed)
     strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon,
                                   score_informed=scorer.informed)
-    strategy.name = f"evolutionary+{m.kind}" + (f"(pretrained {prior.kind})" if prior else "")  # type: ignore[misc]
+    label = "" if prior is None else f"(pretrained {prior.kind})" if pretrained is not None else f"(prior {prior.kind})"
+    strategy.name = f"evolutionary+{m.kind}{label}"  # type: ignore[misc]
     return strategy, ModelUpdater(scorer)
 
 

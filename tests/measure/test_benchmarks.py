@@ -16,8 +16,9 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.benchmarks import (_alternate, _corpus, _count, _count_at, _interleave, _running_best, _sizes, _slug,
-                                _summary, _trials_to, model_accuracy, surrogate_efficiency)
+from measure.benchmarks import (_alternate, _corpus, _count, _count_at, _guided_log, _interleave, _running_best,
+                                _searches_logged, _sizes, _slug, _summary, _trials_to, model_accuracy,
+                                surrogate_efficiency)
 from measure.replay import ReplayRunner
 
 
@@ -97,12 +98,29 @@ def test_count_sets_the_target_from_a_prefix_of_the_random_search() -> None:
     assert short["xgb_runs"] == [2, 1] and short["xgb"] == 1.5 and short["xgb_vs_random"] == 1.0
     assert short["xgb_pretrained_runs"] == [None, 1] and short["xgb_pretrained"] is None
     assert short["xgb_pretrained_censored"] == 2.5  # the miss counts as trials + 1
+    assert "xgb_blind_runs" not in short  # a search with no runs is left out
     full = _count(fixed, 4, trials=3, flops=2e9)
     assert full["best_gflops"] == 2.0 and full["random"] == 2.5 and full["random_run"] == 4
     assert full["xgb_runs"] == [3, None]
     summary = _summary({"a": short, "b": full})
     assert summary["xgb_reached"] == "1/2" and summary["xgb_median_speedup"] is None
+    assert "xgb_blind_reached" not in summary
     assert summary["xgb_median_speedup_bound"] == statistics.median([1.5 / 1.5, 2.5 / 3.5])
+
+
+def test_only_the_guided_searches_with_every_run_logged_are_counted(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = [Task.create("matmul", "64x64x64", threads=1), Task.create("matmul", "32x64x16", threads=1)]
+    for t in tasks:
+        for seed in (1, 2):
+            (tmp_path / _guided_log("xgb", seed, t.key())).touch()
+    assert _searches_logged(tmp_path, tasks, seeds=2) == ["xgb"]
+    assert "xgb_blind: no logs" in capsys.readouterr().out  # a search not run is named, not counted
+    (tmp_path / _guided_log("xgb_pretrained", 1, tasks[0].key())).touch()
+    with pytest.raises(SystemExit, match="xgb_pretrained_s2_.*is missing.*--searches xgb_pretrained"):
+        _searches_logged(tmp_path, tasks, seeds=2)  # some runs of a search only: the count would be skewed
+    with pytest.raises(SystemExit, match="no guided search logs"):
+        _searches_logged(tmp_path / "empty", tasks, seeds=2)
 
 
 def test_in_task_sizes_are_sorted_and_each_at_least_two() -> None:

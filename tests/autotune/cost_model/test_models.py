@@ -179,7 +179,7 @@ def test_a_misleading_prior_fades_as_the_task_is_measured(tmp_path: Path) -> Non
 
 
 def test_an_untrained_model_gets_space_filling_batches() -> None:
-    """Before the model can tell configs apart, each batch covers the space: its configs lie
+    """With no prior, before the model can tell configs apart, each batch covers the space: its configs lie
     farther from their nearest neighbour (in knobs that differ; the first batch counts as a
     neighbour of the second) than in random batches."""
     def spacing(batch: list, others: list) -> float:
@@ -187,7 +187,7 @@ def test_an_untrained_model_gets_space_filling_batches() -> None:
         return sum(min(sum(a[k] != b[k] for k in a) for b in pts if b is not a) for a in batch) / len(batch)
 
     space = TASK.space()
-    strategy, _ = guided_search(TASK, "xgb", seed=2)
+    strategy, _ = guided_search(TASK, "xgb", roofline=False, seed=2)
     first = strategy.propose(6)
     strategy.update(first, [MeasureResult(costs=(1e-3,))] * 6)  # too few to fit: still uninformed
     second = strategy.propose(6)
@@ -199,6 +199,6 @@ def test_an_untrained_model_gets_space_filling_batches() -> None:
 
 def test_make_search_picks_the_guided_search_for_a_cost_model() -> None:
     strategy, callbacks = make_search(TASK, cost_model="xgb", seed=0)
-    assert strategy.name == "evolutionary+xgb" and len(callbacks) == 1
+    assert strategy.name == "evolutionary+xgb(prior roofline)" and len(callbacks) == 1
     strategy, callbacks = make_search(TASK, strategy="random", seed=0)
     assert strategy.name == "random" and callbacks == []
