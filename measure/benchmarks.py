@@ -363,8 +363,10 @@ def _count(fixed: dict[str, list[float]], n: int, trials: int, flops: float) -> 
     k = sum(s <= target for s in rand)
     row: dict = {"best_gflops": flops / best / 1e9, "random_n": len(rand), "random_within": k,
                  "random": (len(rand) + 1) / (k + 1), "random_run": _trials_to(target, _running_best(rand))}
-    for name in (g for g in GUIDED if any(label.startswith(f"{g} seed ") for label in fixed)):
+    for name in GUIDED:
         seqs = [v for label, v in fixed.items() if label.startswith(f"{name} seed ")]
+        if not seqs:  # a search that was not run
+            continue
         row[f"{name}_runs"] = [_trials_to(target, _running_best(v)) for v in seqs]
         reached = None not in row[f"{name}_runs"]
         row[name] = statistics.mean(row[f"{name}_runs"]) if reached else None

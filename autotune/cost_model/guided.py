@@ -178,8 +178,8 @@ def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str
     scorer = ModelScorer(m, task, prior=prior, seed=seed)
     strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon,
                                   score_informed=scorer.informed)
-    label = "" if prior is None else f"(pretrained {prior.kind})" if pretrained is not None else f"(prior {prior.kind})"
-    strategy.name = f"evolutionary+{m.kind}{label}"  # type: ignore[misc]
+    origin = "pretrained" if pretrained is not None else "prior"
+    strategy.name = f"evolutionary+{m.kind}" + (f"({origin} {prior.kind})" if prior else "")  # type: ignore[misc]
     return strategy, ModelUpdater(scorer)
 
 

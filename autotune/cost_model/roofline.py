@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autotune.cost_model.base import Dataset, ModelError, as_matrix, read_model_file, write_model_file
+from autotune.cost_model.features import ITEMSIZE
+from autotune.target import isa
 
 if TYPE_CHECKING:
     from autotune.task import Task
@@ -55,8 +57,6 @@ class RooflineModel:
     @classmethod
     def for_task(cls, task: "Task") -> "RooflineModel":
         """The model of this machine (its SIMD width and vector registers) for the task's dtype and threads."""
-        from autotune.cost_model.features import ITEMSIZE
-        from autotune.target import isa
         width, registers = {"avx512f": (64, 32), "avx2": (32, 16), "avx": (32, 16)}.get(isa(), (16, 16))
         return cls(threads=task.threads, lanes=max(width // ITEMSIZE[task.dtype], 1), registers=registers)
 
