@@ -17,7 +17,7 @@ from autotune.codegen import Kernel
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordError, best_per_task, load_records
 from autotune.task import Task
-from measure.runner import MeasureInput, MeasureResult, Runner
+from autotune.runner import MeasureInput, MeasureResult, Runner
 
 
 @dataclass

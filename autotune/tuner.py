@@ -21,7 +21,7 @@ from autotune.search.base import Strategy
 from autotune.space import Config
 from autotune.target import current_target
 from autotune.task import Task
-from measure.runner import ErrorKind, MeasureInput, MeasureResult, Runner
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def _default(task) -> dict:  # type: ignore[no-untyped-def]
 def throughput(args: argparse.Namespace) -> dict:
     from autotune.task import Task
     from measure.local import LocalRunner, LocalRunnerOptions
-    from measure.runner import MeasureInput
+    from autotune.runner import MeasureInput
     task = Task.create(args.op, args.shape, args.dtype, args.threads)
     rng = random.Random(args.seed)
     space = task.space()
@@ -142,7 +142,7 @@ def ray_scaling(args: argparse.Namespace) -> dict:
     overhead against the local runner on the same configs (each with a cold compile cache)."""
     from autotune.task import Task
     from measure.local import LocalRunner, LocalRunnerOptions
-    from measure.runner import MeasureInput
+    from autotune.runner import MeasureInput
     task = Task.create(args.op, args.shape, args.dtype, args.threads)
     rng = random.Random(args.seed)
     cfgs: list = []

@@ -9,7 +9,7 @@ a machine-wide file lock while it times.
 Example::
 
     >>> from measure.local import LocalRunner                         # doctest: +SKIP
-    >>> from measure.runner import MeasureInput                       # doctest: +SKIP
+    >>> from autotune.runner import MeasureInput                       # doctest: +SKIP
     >>> with LocalRunner() as runner:                                 # doctest: +SKIP
     ...     results = runner.run([MeasureInput(task, cfg)])
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from autotune.environment import numba_env, settings
-from measure.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult
 from measure.timing import TimingProtocol
 
 

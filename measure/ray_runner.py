@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from autotune.distributed import connect
 from measure.local import LocalRunnerOptions
-from measure.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult
 
 
 def _result_to_json(r: MeasureResult) -> dict[str, Any]:

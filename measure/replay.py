@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 from autotune.records import Record, load_records
 from autotune.space import Config
 from autotune.task import Task
-from measure.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult
 
 
 class ReplayRunner:

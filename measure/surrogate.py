@@ -31,7 +31,7 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.tuner import Callback, Tuner, TuneOptions
 from measure.replay import ReplayRunner
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 class SurrogateError(AutotuneError, ValueError):

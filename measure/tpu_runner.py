@@ -3,7 +3,7 @@
 Example::
 
     >>> from autotune.task import Task
-    >>> from measure.runner import MeasureInput
+    >>> from autotune.runner import MeasureInput
     >>> t = Task.create("tpu_matmul", "1024x1024x1024", threads=1)
     >>> r = TpuRunner().run([MeasureInput(t, t.space().validate({"bm": 256, "bn": 512, "bk": 512}))])
     >>> r[0].ok
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from measure.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult
 from measure.tpu_emulator import PRESETS, TileError, TpuCoreConfig, emulate
 
 

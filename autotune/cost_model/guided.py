@@ -25,7 +25,7 @@ from autotune.errors import AutotuneError
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.space import Config
 from autotune.task import Task
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 class ModelScorer:

@@ -6,7 +6,7 @@ import random
 from typing import Sequence
 
 from autotune.space import Config, ConfigSpace
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 class SimulatedAnnealing:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol, Sequence, runtime_checkable
 
 from autotune.space import Config
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 @runtime_checkable

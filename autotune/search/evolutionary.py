@@ -14,7 +14,7 @@ import random
 from typing import Callable, Sequence
 
 from autotune.space import Config, ConfigSpace
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 Scorer = Callable[[Sequence[Config]], Sequence[float]]  # higher is better
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from autotune.space import Config, ConfigSpace
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 class GridSearch:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.space import Config, ConfigSpace
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 class IslandSearch:

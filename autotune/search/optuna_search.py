@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from autotune.errors import AutotuneError
 from autotune.space import Config, ConfigSpace
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 
 class OptunaSearch:

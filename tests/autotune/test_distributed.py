@@ -110,7 +110,7 @@ def test_ray_runner_retries_work_of_a_dead_actor(two_node_cluster) -> None:
     from autotune.task import Task
     from measure.local import LocalRunnerOptions
     from measure.ray_runner import RayRunner
-    from measure.runner import MeasureInput
+    from autotune.runner import MeasureInput
     from measure.timing import TimingProtocol
     task = Task.create("matmul", "16x16x16", threads=1)
     rng = random.Random(0)

@@ -6,7 +6,7 @@ import pytest
 from autotune.space import Config
 from autotune.task import Task
 from measure.local import LocalRunner, LocalRunnerOptions
-from measure.runner import ErrorKind, MeasureInput
+from autotune.runner import ErrorKind, MeasureInput
 from measure.timing import TimingProtocol
 from tests.measure import faulty_templates as ft
 

@@ -14,7 +14,7 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
-from measure.runner import MeasureInput
+from autotune.runner import MeasureInput
 from measure.surrogate import Surrogate, SurrogateError, _search, compare
 
 TASK = Task.create("matmul", "96x80x64", threads=2)

@@ -16,7 +16,7 @@ from autotune.cost_model.metrics import ape, kendall_tau, mape, top_k_score
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
-from measure.runner import MeasureResult
+from autotune.runner import MeasureResult
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 

@@ -10,7 +10,7 @@ from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
-from measure.runner import MeasureInput, MeasureResult
+from autotune.runner import MeasureInput, MeasureResult
 
 TASK = Task.create("matmul", "64x64x64", threads=2)
 

@@ -4,7 +4,7 @@ Errors are data, not exceptions: a result carries an ErrorKind and a message ins
 
 Example::
 
-    >>> from measure.runner import ErrorKind, MeasureResult
+    >>> from autotune.runner import ErrorKind, MeasureResult
     >>> MeasureResult(costs=None, error=ErrorKind.RUN_TIMEOUT, message="ran over 10 s").ok
     False
 """
@@ -65,7 +65,7 @@ class MeasureResult:
 
 @runtime_checkable
 class Runner(Protocol):
-    """Measures batches of candidates. Implementations: LocalRunner, ReplayRunner (and Ray later)."""
+    """Measures batches of candidates. Implementations live in measure/: LocalRunner, RayRunner, ReplayRunner, TpuRunner, SurrogateRunner."""
 
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One result per input, in order. Never raises for a bad candidate."""
