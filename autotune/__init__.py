@@ -7,7 +7,7 @@ from autotune.errors import AutotuneError, CompileError, DefinitionError, Schedu
 from autotune.ir import te  # noqa: E402
 from autotune.schedule import Schedule  # noqa: E402
 
-__version__ = "0.1.0"
+from autotune.version import __version__  # noqa: E402
 
 
 def __getattr__(name: str):  # the API pulls in numba: import it on first use
@@ -15,8 +15,8 @@ def __getattr__(name: str):  # the API pulls in numba: import it on first use
         from autotune import api
         return getattr(api, name)
     if name in ("tune", "load_best"):
-        from autotune import replay, tuner
-        return getattr(tuner if name == "tune" else replay, name)
+        from autotune import replay, tuning
+        return getattr(tuning if name == "tune" else replay, name)
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")
 __all__ = ["AutotuneError", "CompileError", "DefinitionError", "ScheduleError", "ShapeError", "SpaceError",
            "Schedule", "TunedOp", "apply_history", "autotune_numba", "load_best", "op", "te", "tune", "__version__"]

@@ -32,8 +32,8 @@ import numpy as np
 
 from autotune.codegen import Kernel
 from autotune.errors import AutotuneError
-from autotune.records import Record, RecordLog, best_per_task, load_records
-from autotune.search import make_strategy
+from autotune.records import Record, best_per_task, from_target, load_records
+from autotune.target import current_target
 from autotune.task import Task
 from templates import Template, get_template, register
 
@@ -58,14 +58,19 @@ def apply_history(*logs: str | os.PathLike[str]) -> Iterator[None]:
 class OpOptions:
     """log: where measurements go and best configs come from; policy: what a call with a shape
     no log covers does — "tune" within `trials`/`timeout_s`, "log" (use the log, else a default
-    schedule, said once), "default" (never tune); threads: for parallel kernels."""
+    schedule, said once), "default" (never tune); strategy, cost_model, pretrained: the search
+    (autotune.tuning.make_search); threads: for parallel kernels; any_target: also use records
+    measured on a machine of another ISA (with a warning)."""
     log: str | None = None
     policy: str = "tune"
     trials: int = 16
     timeout_s: float | None = None
-    strategy: str = "evolutionary"
+    strategy: str | None = None
+    cost_model: str | None = None
+    pretrained: str | None = None
     threads: int | None = None
     seed: int = 0
+    any_target: bool = False
 
 
 class TunedOp:
@@ -104,17 +109,18 @@ class TunedOp:
     def _best_record(self, task: Task) -> Record | None:
         logs = list(_history.get()) + ([self.options.log] if self.options.log else [])
         best: Record | None = None
+        here = current_target(task.threads)
         for path in logs:
             if not os.path.exists(path):
                 continue
-            rec = best_per_task(r for r in load_records(path) if r.threads == task.threads).get(task.key())
+            rec = best_per_task(from_target(load_records(path), here, any_target=self.options.any_target)).get(task.key())
             if rec is not None and (best is None or rec.seconds < best.seconds):
                 best = rec
         return best
 
     def kernel_for(self, *arrays: np.ndarray) -> Kernel:
         task = self.task_for(*arrays)
-        key = (task.key(), task.threads, _history.get())
+        key = (task.key(), _history.get())
         with self._lock:
             k = self.kernels.get(key)
             if k is not None:
@@ -129,23 +135,16 @@ class TunedOp:
                     self._warned.add(key)
                     warnings.warn(f"autotune: no tuning record for {task.key()}; running a default schedule "
                                   f"(tune it with policy='tune' or `autotune tune`)", RuntimeWarning, stacklevel=3)
-                k, how = task.build(self._default_config(task)), "default"
+                k, how = task.build(task.default_config()), "default"
             self.kernels[key] = k
             self.sources[key] = how
             return k
 
-    def _default_config(self, task: Task) -> Any:
-        t = task.template
-        presets = t.presets(task.shape_dict, task.dtype, task.threads) if t.presets else []
-        return task.space().validate(presets[0]) if presets else next(iter(task.space().grid()))
-
     def _tune(self, task: Task) -> Kernel:
-        from autotune.tuner import Tuner, TuneOptions
-        from measure.local import LocalRunner
-        strategy = make_strategy(self.options.strategy, task.space(), seed=self.options.seed)
-        with LocalRunner() as runner:
-            res = Tuner(task, strategy, runner, RecordLog(self.options.log)).run(  # type: ignore[arg-type]
-                TuneOptions(trials=self.options.trials, timeout_s=self.options.timeout_s))
+        from autotune.tuning import tune
+        o = self.options
+        res = tune(op=task, trials=o.trials, timeout_s=o.timeout_s, log=o.log, strategy=o.strategy,
+                   cost_model=o.cost_model, pretrained=o.pretrained, seed=o.seed)
         if res.best_config is None:
             raise AutotuneError(f"tuning {task.key()} found no working config in {res.measured} trials")
         return task.build(res.best_config)
@@ -155,16 +154,19 @@ class TunedOp:
 
 
 def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.PathLike[str] | None = None,
-       policy: str = "tune", trials: int = 16, timeout_s: float | None = None, strategy: str = "evolutionary",
-       threads: int | None = None, seed: int = 0, name: str | None = None,
+       policy: str = "tune", trials: int = 16, timeout_s: float | None = None, strategy: str | None = None,
+       cost_model: str | None = None, pretrained: str | os.PathLike[str] | None = None,
+       threads: int | None = None, seed: int = 0, any_target: bool = False, name: str | None = None,
        reference: Callable[..., np.ndarray] | None = None) -> Any:
     """A tuned op from a template name, or a decorator over a compute-definition function.
 
     `autotune.op("matmul", log=...)` or `@autotune.op(log=...)` / `@autotune.op` on a function
-    that takes placeholders and returns te.compute(...).
+    that takes placeholders and returns te.compute(...). cost_model="xgb" (or another of
+    autotune.cost_model.MODELS) tunes with the model-guided search. See OpOptions.
     """
     options = OpOptions(os.fspath(log) if log is not None else None, policy, trials, timeout_s, strategy,
-                        threads, seed)
+                        cost_model, os.fspath(pretrained) if pretrained is not None else None, threads, seed,
+                        any_target)
 
     def wrap(f: Callable[..., Any]) -> TunedOp:
         from autotune.definition import template_from_function

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class BenchOptions:
-    """trials: configs to try (presets first, then random samples); rounds: alternating
+    """trials: configs to try (presets first, then the search's); rounds: alternating
     baseline/kernel timing blocks for the final comparison; pause_s: idle time between blocks
     (BLAS threads keep spinning after a call and slow whatever runs next)."""
     trials: int = 16
@@ -91,28 +90,6 @@ class BenchResult:
         }
 
 
-def candidate_configs(task: Task, trials: int, seed: int) -> list[Config]:
-    """Every preset of the template first, then distinct random samples of its space up to `trials`."""
-    space = task.space()
-    out: list[Config] = []
-    seen: set[Config] = set()
-    presets = task.template.presets(task.shape_dict, task.dtype, task.threads) if task.template.presets else []
-    for p in presets:
-        cfg = space.validate(p)
-        if cfg not in seen:
-            seen.add(cfg)
-            out.append(cfg)
-    rng = random.Random(seed)
-    attempts = 0
-    while len(out) < trials and attempts < trials * 50:
-        attempts += 1
-        cfg = space.sample(rng)
-        if cfg not in seen:
-            seen.add(cfg)
-            out.append(cfg)
-    return out[:max(trials, len(presets))]
-
-
 @contextlib.contextmanager
 def blas_threads(n: int) -> Iterator[None]:
     try:
@@ -164,46 +141,35 @@ def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, .
     return out
 
 
-def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str,
+def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str | None = None,
                     cost_model: str | None = None, pretrained: str | None = None) -> list[Candidate]:
     """Tune with the real tuner (isolated workers, parallel compiles), presets first; return every
     measurement of the task in the log (a reused log counts)."""
     import tempfile
 
-    from autotune.cost_model.guided import make_search
-    from autotune.records import RecordLog, load_records
-    from autotune.tuner import Tuner, TuneOptions
-    from measure.local import LocalRunner, LocalRunnerOptions
+    from autotune.records import load_records
+    from autotune.tuning import tune
+    from measure.local import LocalRunnerOptions
     tmp = None
     if log is None:
         tmp = tempfile.NamedTemporaryFile(prefix="autotune-bench-", suffix=".jsonl", delete=False)
         tmp.close()
         log = tmp.name
-    presets = candidate_configs(task, 0, options.seed)[:options.trials] if task.template.presets else []
-    from autotune.progress import TuneProgress
-    progress = TuneProgress(task, options.trials) if options.progress else None
     try:
-        with LocalRunner(LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed)) as runner, \
-                (progress or contextlib.nullcontext()):
-            search, callbacks = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained,
-                                            seed=options.seed)
-            Tuner(task, search, runner, RecordLog(log),
-                  callbacks=callbacks + ([progress.update] if progress else []), initial=presets).run(
-                TuneOptions(trials=options.trials, batch=8))
-        out = []
+        tune(op=task, trials=options.trials, log=log, strategy=strategy, cost_model=cost_model,
+             pretrained=pretrained, seed=options.seed, progress=options.progress, batch=8,
+             runner_options=LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed))
         space = task.space()
-        for r in load_records(log):
-            if r.key == task.key() and r.threads == task.threads:
-                out.append(Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
-                                     None if r.ok else f"{r.error}: {r.message}"))
-        return out
+        return [Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
+                          None if r.ok else f"{r.error}: {r.message}")
+                for r in load_records(log) if r.key == task.key()]
     finally:
         if tmp is not None:
             os.unlink(tmp.name)
 
 
 def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | None = None,
-              strategy: str = "evolutionary", cost_model: str | None = None,
+              strategy: str | None = None, cost_model: str | None = None,
               pretrained: str | None = None) -> BenchResult:
     """Tune (or reuse a log), then time the best kernel and the baselines in alternating blocks of
     the same run. cost_model / pretrained: model-guided evolutionary search instead of `strategy`."""

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from autotune.cost_model import MODELS, TRAINABLE
 from autotune.errors import AutotuneError
 from autotune.search import STRATEGIES
+from autotune.tuning import RUNNERS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,10 +40,11 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--threads", type=int, default=None, help="threads for parallel kernels (default: all cores)")
 
     def search_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--strategy", default="evolutionary", choices=list(STRATEGIES), help="search strategy")
-        sp.add_argument("--cost-model", choices=["xgb", "lgbm", "gnn", "random", "roofline"], default=None,
+        sp.add_argument("--strategy", default=None, choices=list(STRATEGIES),
+                        help="search strategy (default: evolutionary)")
+        sp.add_argument("--cost-model", choices=list(MODELS), default=None,
                         help="steer the evolutionary search with a cost model refitted every batch (it starts "
-                        "from the CPU roofline estimate, or from --pretrained)")
+                        "from the CPU roofline estimate, or from --pretrained); not with another --strategy")
         sp.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
 
     show = sub.add_parser("show", help="print the generated source of a config")
@@ -65,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--trials", type=int, default=64, help="measurements to make (resumed ones not counted)")
     tn.add_argument("--log", required=True, help="tuning log (JSON lines); an existing log is resumed")
     search_args(tn)
+    tn.add_argument("--runner", choices=list(RUNNERS), default=None,
+                    help="where to measure (default: the operator's backend; local worker processes for CPU)")
     tn.add_argument("--seed", type=int, default=0)
     tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
@@ -74,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
     tm = sub.add_parser("train-model", help="train a cost model on tuning logs and save it")
     tm.add_argument("logs", nargs="+", help="tuning logs to learn from")
-    tm.add_argument("--model", choices=["xgb", "lgbm", "gnn", "random"], default="xgb")
+    tm.add_argument("--model", choices=list(TRAINABLE), default="xgb")
     tm.add_argument("--objective", choices=["rank", "regression"], default="rank")
     tm.add_argument("--out", required=True, help="model file to write (JSON)")
 
@@ -107,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("log", help="a tuning log (JSON lines)")
     rp.add_argument("--threads", type=int, default=None, help="time with this many threads (default: as logged)")
     rp.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
+    rp.add_argument("--any-target", action="store_true",
+                    help="also replay records measured on a machine of another ISA (with a warning)")
     return p
 
 
@@ -121,8 +127,7 @@ def _task(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _config(task, text: str | None):  # type: ignore[no-untyped-def]
     space = task.space()
-    presets = task.template.presets(task.shape_dict, task.dtype, task.threads) if task.template.presets else []
-    default = space.validate(presets[0]) if presets else space.sample(random.Random(0))
+    default = task.default_config()
     if text is None:
         return default
     if text.startswith("@"):
@@ -184,21 +189,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from autotune.records import RecordLog
-    from autotune.tuner import Tuner, TuneOptions
-    from measure.local import LocalRunner
+    from autotune.tuning import tune
     task = _task(args)
     if args.trials < 1 or args.batch < 1:
         raise AutotuneError("--trials and --batch must be >= 1")
-    from autotune.cost_model.guided import make_search
-    strategy, callbacks = make_search(task, strategy=args.strategy, cost_model=args.cost_model,
-                                      pretrained=args.pretrained, seed=args.seed)
-    show = not args.no_progress and sys.stderr.isatty()
-    from autotune.progress import TuneProgress
-    with LocalRunner() as runner, TuneProgress(task, args.trials, show) as progress:
-        tuner = Tuner(task, strategy, runner, RecordLog(args.log), callbacks=callbacks + [progress.update])
-        result = tuner.run(TuneOptions(trials=args.trials, batch=args.batch, timeout_s=args.timeout,
-                                             early_stopping=args.early_stopping))
+    result = tune(op=task, trials=args.trials, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
+                  pretrained=args.pretrained, runner=args.runner, seed=args.seed, timeout_s=args.timeout,
+                  early_stopping=args.early_stopping, batch=args.batch, progress=False if args.no_progress else None)
     unit = task.template.metric
     print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
           f"({result.resumed} resumed from the log, {result.errors} failed) in {result.wall_seconds:.1f} s")
@@ -228,7 +225,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from autotune.replay import format_rows, replay_log
-    rows = replay_log(args.log, threads=args.threads)
+    rows = replay_log(args.log, threads=args.threads, any_target=args.any_target)
     if not rows:
         raise AutotuneError(f"the log {args.log} has no successful measurement to replay")
     print(format_rows(rows))

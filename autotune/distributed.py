@@ -4,7 +4,7 @@ A sweep spec (TOML or YAML) lists operators x shapes x dtypes with budgets::
 
     [defaults]
     trials = 32
-    strategy = "evolutionary"
+    cost_model = "xgb"        # or strategy = "random", "tpe", ... (not both)
 
     [[task]]
     op = "matmul"
@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from autotune.errors import AutotuneError
 
-SPEC_KEYS = {"op", "shapes", "shape", "dtypes", "dtype", "trials", "strategy", "seed", "threads"}
+SPEC_KEYS = {"op", "shapes", "shape", "dtypes", "dtype", "trials", "strategy", "cost_model", "seed", "threads"}
 
 
 class ClusterError(AutotuneError, RuntimeError):
@@ -87,7 +87,7 @@ def check_versions(ray) -> None:  # type: ignore[no-untyped-def]
     """The cluster's workers must run the same autotune, Ray and Python as this driver."""
     import platform
 
-    from autotune import __version__
+    from autotune.version import __version__
 
     @ray.remote(num_cpus=0)
     def versions() -> tuple[str, str, str]:
@@ -95,7 +95,7 @@ def check_versions(ray) -> None:  # type: ignore[no-untyped-def]
 
         import ray as r
 
-        from autotune import __version__ as v
+        from autotune.version import __version__ as v
         return v, r.__version__, ".".join(p.python_version_tuple()[:2])
 
     mine = (__version__, ray.__version__, ".".join(platform.python_version_tuple()[:2]))
@@ -113,14 +113,15 @@ class SweepTask:
     shape: dict[str, int]
     dtype: str
     trials: int
-    strategy: str
+    strategy: str | None
     seed: int
     threads: int
+    cost_model: str | None = None
 
     @property
     def key(self) -> str:
-        from autotune.task import Task
-        return Task.create(self.op, self.shape, self.dtype, self.threads).key()
+        from autotune.task import task_key
+        return task_key(self.op, self.shape.items(), self.dtype, self.threads)
 
 
 def load_spec(path: str | os.PathLike[str]) -> list[SweepTask]:
@@ -144,8 +145,10 @@ def load_spec(path: str | os.PathLike[str]) -> list[SweepTask]:
 
 
 def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
+    from autotune.cost_model import MODELS
     from autotune.search import STRATEGIES
     from autotune.task import Task
+    from autotune.tuning import make_search
     if not isinstance(data, dict) or not isinstance(data.get("task"), list) or not data["task"]:
         raise AutotuneError(f"{where}: needs a list of [[task]] entries (op, shapes, ...)")
     defaults = data.get("defaults", {})
@@ -166,19 +169,26 @@ def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
         if not shapes:
             raise AutotuneError(f"{here}: missing 'shapes'")
         dtypes = e.get("dtypes", [e.get("dtype", "float32")])
-        trials, seed = e.get("trials", 32), e.get("seed", 0)
-        strategy = e.get("strategy", "evolutionary")
-        if not isinstance(trials, int) or trials < 1:
-            raise AutotuneError(f"{here}: trials must be a positive integer, got {trials!r}")
-        if strategy not in STRATEGIES:
+        trials, seed, threads = e.get("trials", 32), e.get("seed", 0), e.get("threads")
+        strategy, cost_model = e.get("strategy"), e.get("cost_model")
+        for name, value in (("trials", trials), ("threads", threads)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise AutotuneError(f"{here}: {name} must be a positive integer, got {value!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise AutotuneError(f"{here}: seed must be an integer, got {seed!r}")
+        if strategy is not None and strategy not in STRATEGIES:
             raise AutotuneError(f"{here}: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+        if cost_model is not None and cost_model not in MODELS:
+            raise AutotuneError(f"{here}: unknown cost_model {cost_model!r}; choose one of {', '.join(MODELS)}")
         for shape in shapes:
             for dtype in dtypes:
                 try:
-                    t = Task.create(e["op"], shape, dtype, e.get("threads"))
+                    t = Task.create(e["op"], shape, dtype, threads)
+                    if cost_model is not None and strategy not in (None, "evolutionary"):
+                        make_search(t, strategy=strategy, cost_model=cost_model)  # the one-line conflict error
                 except AutotuneError as err:
                     raise AutotuneError(f"{here}: {err}") from None
-                out.append(SweepTask(t.op, t.shape_dict, t.dtype, trials, strategy, int(seed), t.threads))
+                out.append(SweepTask(t.op, t.shape_dict, t.dtype, trials, strategy, seed, t.threads, cost_model))
     return out
 
 
@@ -189,26 +199,26 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
     import tempfile
 
     from autotune.records import Record, RecordLog
-    from autotune.search import make_strategy
-    from autotune.target import current_target
     from autotune.task import Task
-    from autotune.tuner import Tuner, TuneOptions, result_to_record
-    from measure.local import LocalRunner, LocalRunnerOptions
+    from autotune.tuning import tune
+    from measure.local import LocalRunnerOptions
     task = Task.create(spec["op"], spec["shape"], spec["dtype"], spec["threads"])
     queue.put({"kind": "started", "task": task.key(), "pid": os.getpid()})
+
+    class StreamingLog(RecordLog):
+        """The resume log of this worker; every new record also goes to the driver."""
+
+        def append(self, record: Record) -> None:
+            super().append(record)
+            queue.put({"kind": "record", "line": record.to_line()})
+
     with tempfile.TemporaryDirectory() as tmp:
         log = RecordLog(Path(tmp) / "resume.jsonl")
         for line in previous:
             log.append(Record.from_json(json.loads(line)))
-        target = current_target(task.threads)
-        strategy = make_strategy(spec["strategy"], task.space(), seed=spec["seed"])
-
-        def stream(t, configs, results) -> None:  # type: ignore[no-untyped-def]
-            for c, r in zip(configs, results):
-                queue.put({"kind": "record", "line": result_to_record(t, c, r, strategy.name, target).to_line()})
-        with LocalRunner(LocalRunnerOptions(compile_workers=compile_workers)) as runner:
-            res = Tuner(task, strategy, runner, log, callbacks=[stream]).run(
-                TuneOptions(trials=max(0, spec["trials"] - len(previous)), batch=max(2, compile_workers * 2)))
+        res = tune(op=task, trials=max(0, spec["trials"] - len(previous)), log=StreamingLog(log.path),
+                   strategy=spec["strategy"], cost_model=spec["cost_model"], seed=spec["seed"], progress=False,
+                   runner_options=LocalRunnerOptions(compile_workers=compile_workers), batch=max(2, compile_workers * 2))
     return {"task": task.key(), "measured": res.measured, "best_seconds": res.best_seconds}
 
 
@@ -235,7 +245,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
     if out_log.path.exists():
         for r in load_records(out_log.path):
             st = states.get(r.key)
-            if st is not None and r.threads == st.task.threads:
+            if st is not None:
                 st.lines.append(r.to_line())
                 st.done += 1
                 st.best = min(st.best, r.seconds)
@@ -246,7 +256,8 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         st.attempts += 1
         st.status = "running"
         spec_d = {"op": st.task.op, "shape": st.task.shape, "dtype": st.task.dtype, "threads": st.task.threads,
-                  "trials": st.task.trials, "strategy": st.task.strategy, "seed": st.task.seed}
+                  "trials": st.task.trials, "strategy": st.task.strategy, "cost_model": st.task.cost_model,
+                  "seed": st.task.seed}
         return remote.remote(spec_d, list(st.lines), queue, compile_workers)
 
     refs = {}
@@ -267,11 +278,9 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                 return
             for ev in items:
                 if ev["kind"] == "record":
-                    rec = json.loads(ev["line"])
-                    key = f"{rec['op']}|" + ",".join(f"{k}={v}" for k, v in rec["shape"].items()) + f"|{rec['dtype']}"
-                    st = states.get(key)
                     from autotune.records import Record
-                    r = Record.from_json(rec)
+                    r = Record.from_json(json.loads(ev["line"]))
+                    st = states.get(r.key)
                     out_log.append(r)
                     if st is not None:
                         st.lines.append(ev["line"])

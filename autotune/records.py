@@ -61,8 +61,9 @@ class Record:
     # ---- derived ---------------------------------------------------------------------------
     @property
     def key(self) -> str:
-        dims = ",".join(f"{k}={v}" for k, v in self.shape.items())
-        return f"{self.op}|{dims}|{self.dtype}"
+        """The key of the record's task (Task.key): op, shape, dtype and threads."""
+        from autotune.task import task_key
+        return task_key(self.op, self.shape.items(), self.dtype, self.threads)
 
     @property
     def ok(self) -> bool:
@@ -126,7 +127,10 @@ class Record:
         if cs is not None and (not isinstance(cs, (int, float)) or isinstance(cs, bool)):
             raise RecordError("field 'compile_s' must be a number or null")
         strat = d.get("strategy")
-        return cls(op=op, shape=shape, dtype=need("dtype", str), threads=need("threads", int),
+        threads = need("threads", int)
+        if threads < 1:
+            raise RecordError(f"field 'threads' must be >= 1, got {threads}")
+        return cls(op=op, shape=shape, dtype=need("dtype", str), threads=threads,
                    config=need("config", dict), costs=costs, error=err, message=str(d.get("message", ""))[:2000],
                    compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
@@ -252,8 +256,30 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) 
     return n
 
 
-def filter_by_target(records: Iterable[Record], target: Mapping[str, Any]) -> list[Record]:
-    """Records measured on the same kind of machine (CPU model and ISA) with the same threads."""
-    from autotune.target import same_machine
-    return [r for r in records if same_machine(dict(r.target), dict(target))
-            and r.threads == target.get("threads", r.threads)]
+def from_target(records: Iterable[Record], target: Mapping[str, Any], *, any_target: bool = False,
+                what: str = "isa") -> list[Record]:
+    """The records measured on a machine like `target`: the same ISA (what="isa": a kernel tuned
+    for another ISA is not silently applied), or the same CPU model and ISA (what="machine": the
+    timings compare). A record that names no target is kept. any_target=True keeps every record
+    and warns once when some came from another machine.
+
+    >>> r = Record(op="matmul", shape={"M": 8}, dtype="float32", threads=1, config={}, costs=[1.0],
+    ...            target={"cpu": "X", "isa": "avx2"})
+    >>> len(from_target([r], {"cpu": "X", "isa": "avx512f"}))
+    0
+    """
+    from autotune.target import same_isa, same_machine
+    same = same_isa if what == "isa" else same_machine
+    out, other = [], set()
+    for r in records:
+        if not r.target or same(dict(r.target), dict(target)):
+            out.append(r)
+        elif any_target:
+            out.append(r)
+            other.add(f"{r.target.get('cpu', '?')} ({r.target.get('isa', '?')})")
+        else:
+            other.add(f"{r.target.get('cpu', '?')} ({r.target.get('isa', '?')})")
+    if other and any_target:
+        warnings.warn(f"using records measured on another machine: {', '.join(sorted(other))}; this one is "
+                      f"{target.get('cpu', '?')} ({target.get('isa', '?')})", RuntimeWarning, stacklevel=2)
+    return out

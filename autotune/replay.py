@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 
 from autotune.codegen import Kernel
 from autotune.errors import AutotuneError
-from autotune.records import Record, RecordError, best_per_task, load_records
+from autotune.records import Record, RecordError, best_per_task, from_target, load_records
+from autotune.target import current_target
 from autotune.task import Task
 from autotune.runner import MeasureInput, MeasureResult, Runner
 
@@ -38,10 +39,16 @@ class ReplayRow:
 
 
 def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner | None = None,
-               threads: int | None = None) -> list[ReplayRow]:
-    """Re-verify and re-time the best kernel of every task of a log."""
+               threads: int | None = None, any_target: bool = False) -> list[ReplayRow]:
+    """Re-verify and re-time the best kernel of every task of a log. Records measured on a machine
+    of another ISA are left out unless any_target=True (then with a warning)."""
     records = load_records(log) if isinstance(log, (str, os.PathLike)) else list(log)
-    best = best_per_task(records)
+    here = current_target(threads or 1)
+    usable = from_target(records, here, any_target=any_target)
+    if records and not usable:
+        raise AutotuneError(f"every record of the log was measured on another ISA than this machine's "
+                            f"({here['isa']}): pass --any-target (any_target=True) to replay them anyway")
+    best = best_per_task(usable)
     rows: list[ReplayRow] = []
     inputs: list[MeasureInput] = []
     keep: list[tuple[str, Record, Task]] = []
@@ -59,8 +66,8 @@ def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner
         keep.append((key, rec, task))
     own = runner is None
     if runner is None:
-        from measure.local import LocalRunner
-        runner = LocalRunner()
+        from autotune.tuning import make_runner
+        runner = make_runner("local")
     try:
         results: list[MeasureResult] = runner.run(inputs) if inputs else []
     finally:
@@ -86,18 +93,29 @@ def format_rows(rows: Sequence[ReplayRow]) -> str:
 
 
 def best_record(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] | Mapping[str, int],
-                dtype: str = "float32") -> Record:
-    task = Task.create(op, shape, dtype)
-    rec = best_per_task(load_records(log)).get(task.key())
+                dtype: str = "float32", *, threads: int | None = None, any_target: bool = False) -> Record:
+    """The fastest record of a task (threads: default, this machine's thread count) in a log,
+    measured on a machine of this ISA (any_target=True: any machine, with a warning)."""
+    task = Task.create(op, shape, dtype, threads)
+    records = [r for r in load_records(log) if r.op == task.op and dict(r.shape) == task.shape_dict
+               and r.dtype == task.dtype]
+    rec = best_per_task(from_target(records, current_target(task.threads), any_target=any_target)).get(task.key())
     if rec is None:
-        raise AutotuneError(f"the log {os.fspath(log)} has no successful record for {task.key()}")
+        where = f"the log {os.fspath(log)} has no successful record for {task.key()}"
+        others = sorted({r.threads for r in records if r.ok and r.threads != task.threads})
+        if others:
+            raise AutotuneError(f"{where}; it has some for threads={others}: pass threads=")
+        if any(r.ok and r.threads == task.threads for r in records):
+            raise AutotuneError(f"{where} measured on this ISA ({current_target(1)['isa']}): pass "
+                                "any_target=True to use records from another machine")
+        raise AutotuneError(where)
     return rec
 
 
 def load_best(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] | Mapping[str, int],
-              dtype: str = "float32", *, threads: int | None = None) -> Kernel:
-    """The best kernel of a task in a log, rebuilt from its config (validated first) as a callable."""
-    rec = best_record(log, op, shape, dtype)
-    task = Task.create(op, shape, dtype, threads if threads is not None else rec.threads)
-    cfg = rec.validated_config()
-    return task.build(cfg)
+              dtype: str = "float32", *, threads: int | None = None, any_target: bool = False) -> Kernel:
+    """The best kernel of a task in a log, rebuilt from its config (validated first) as a callable.
+    threads: the thread count it was tuned for (default: this machine's); any_target: also use a
+    record measured on a machine of another ISA."""
+    rec = best_record(log, op, shape, dtype, threads=threads, any_target=any_target)
+    return rec.task().build(rec.validated_config())

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
+from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.task import Task
 
@@ -74,3 +75,13 @@ class Runner(Protocol):
     def close(self) -> None:
         """Release workers."""
         ...
+
+
+def config_error(inp: MeasureInput) -> MeasureResult | None:
+    """A compile error for a config outside its task's space (what building it would give), else
+    None: for runners that answer without building a kernel."""
+    try:
+        inp.task.space().validate(inp.config)
+    except AutotuneError as e:
+        return MeasureResult(None, ErrorKind.COMPILE_ERROR, f"{type(e).__name__}: {e}")
+    return None

@@ -35,7 +35,7 @@ def versions() -> dict[str, str]:
     import llvmlite
     import numba
     import numpy
-    from autotune import __version__
+    from autotune.version import __version__
     return {"autotune": __version__, "numba": numba.__version__, "llvmlite": llvmlite.__version__,
             "numpy": numpy.__version__, "python": platform.python_version()}
 
@@ -48,3 +48,8 @@ def current_target(threads: int) -> dict[str, Any]:
 def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two targets are the same kind of machine (CPU model and ISA)."""
     return a.get("cpu") == b.get("cpu") and a.get("isa") == b.get("isa")
+
+
+def same_isa(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two targets have the same ISA (a kernel tuned on one suits the other)."""
+    return a.get("isa") == b.get("isa")

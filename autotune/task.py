@@ -3,15 +3,16 @@
 Example::
 
     >>> from autotune.task import Task
-    >>> t = Task.create("matmul", "64x48x32")
+    >>> t = Task.create("matmul", "64x48x32", threads=2)
     >>> t.key()
-    'matmul|M=64,N=48,K=32|float32'
+    'matmul|M=64,N=48,K=32|float32|threads=2'
 """
 from __future__ import annotations
 
 import inspect
+import random
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,6 +26,12 @@ from templates import get_template
 from templates.base import CodegenOptions, Template
 
 DTYPES = ("float32", "float64")
+
+
+def task_key(op: str, shape: Iterable[tuple[str, int]], dtype: str, threads: int) -> str:
+    """The key of a task (Task.key) from its parts, e.g. for a record."""
+    dims = ",".join(f"{k}={v}" for k, v in shape)
+    return f"{op}|{dims}|{dtype}|threads={threads}"
 
 
 @dataclass(frozen=True)
@@ -46,17 +53,22 @@ class Task:
 
     @classmethod
     def from_key(cls, key: str, threads: int | None = None) -> "Task":
-        """The task a key() names (a key holds no thread count: pass it).
+        """The task a key() names. A key without a thread count (written before keys held one)
+        takes `threads`.
 
-        >>> Task.from_key("matmul|M=64,N=32,K=16|float32", threads=1).shape_str()
-        '64x32x16'
+        >>> Task.from_key("matmul|M=64,N=32,K=16|float32|threads=1").threads
+        1
         """
         try:
-            op, dims, dtype = key.split("|")
+            op, dims, dtype, *rest = key.split("|")
             shape = {name: int(v) for name, v in (d.split("=") for d in dims.split(","))}
+            if len(rest) > 1 or rest and not rest[0].startswith("threads="):
+                raise ValueError(key)
+            if rest:
+                threads = int(rest[0].removeprefix("threads="))
         except ValueError:
-            raise ShapeError(f"{key!r} is not a task key: expected op|dim=value,...|dtype, "
-                             f"e.g. matmul|M=64,N=32,K=16|float32") from None
+            raise ShapeError(f"{key!r} is not a task key: expected op|dim=value,...|dtype|threads=N, "
+                             f"e.g. matmul|M=64,N=32,K=16|float32|threads=2") from None
         return cls.create(op, shape, dtype, threads)
 
     @property
@@ -68,8 +80,24 @@ class Task:
         return dict(self.shape)
 
     def key(self) -> str:
-        dims = ",".join(f"{k}={v}" for k, v in self.shape)
-        return f"{self.op}|{dims}|{self.dtype}"
+        """What identifies the task in logs, datasets and sweeps: op, shape, dtype and threads."""
+        return task_key(self.op, self.shape, self.dtype, self.threads)
+
+    def presets(self) -> list[Config]:
+        """The template's known-good configs for this task, validated, first ones first, no repeats."""
+        t = self.template
+        out: list[Config] = []
+        space = self.space()
+        for p in (t.presets(self.shape_dict, self.dtype, self.threads) if t.presets else []):
+            cfg = space.validate(p)
+            if cfg not in out:
+                out.append(cfg)
+        return out
+
+    def default_config(self) -> Config:
+        """The config a task runs when nothing was tuned: the first preset, else a fixed sample."""
+        presets = self.presets()
+        return presets[0] if presets else self.space().sample(random.Random(0))
 
     def shape_str(self) -> str:
         return "x".join(str(v) for _, v in self.shape)

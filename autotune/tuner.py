@@ -3,10 +3,13 @@
 Resuming: records of the same task already in the log are not measured again; they are fed
 to the strategy first (its update), so a killed tuner picks up where it stopped.
 
+Resumed records must come from this machine (same CPU model and ISA, autotune.records.from_target):
+a log made elsewhere is measured afresh here, not trusted. Runs are assembled by autotune.tuning.
+
 Example::
 
-    >>> from autotune.tuner import tune                                   # doctest: +SKIP
-    >>> result = tune(task="matmul", shape="256x256x256", trials=16, log="tune.jsonl")  # doctest: +SKIP
+    >>> from autotune.tuning import tune                                  # doctest: +SKIP
+    >>> result = tune(op="matmul", shape="256x256x256", trials=16, log="tune.jsonl")  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from autotune.errors import AutotuneError
-from autotune.records import Record, RecordLog, load_records
+from autotune.records import Record, RecordLog, from_target, load_records
 from autotune.search.base import Strategy
 from autotune.space import Config
 from autotune.target import current_target
@@ -84,9 +87,8 @@ class Tuner:
             return []
         space = self.task.space()
         out: dict[Config, MeasureResult] = {}
-        for r in load_records(self.log.path):
-            if r.key != self.task.key() or r.threads != self.task.threads:
-                continue
+        key = self.task.key()
+        for r in from_target((r for r in load_records(self.log.path) if r.key == key), self.target, what="machine"):
             try:
                 cfg = space.validate(r.config)
             except AutotuneError:
@@ -135,44 +137,3 @@ class Tuner:
             for cb in self.callbacks:
                 cb(self.task, configs, results)
         return TuneResult(self.task, best_cfg, best, measured, len(previous), errors, time.perf_counter() - t0, history)
-
-
-def tune(*, op: Any, shape: Any, dtype: str = "float32", threads: int | None = None, trials: int = 64,
-         log: str | None = None, strategy: Any = "evolutionary", cost_model: str | None = None,
-         pretrained: str | None = None, runner: Any = None, seed: int = 0, timeout_s: float | None = None,
-         batch: int = 8) -> TuneResult:
-    """Tune one operator at one shape. Every argument takes a name or an object.
-
-    op: template name or Template; strategy: a name from autotune.search.STRATEGIES or a Strategy;
-    cost_model: "xgb" | "lgbm" | "gnn" to steer the evolutionary search (pretrained: a saved model);
-    runner: None (local worker processes), "ray" (a local Ray), or a Runner.
-
-    Example::
-
-        >>> from autotune.tuner import tune                                   # doctest: +SKIP
-        >>> r = tune(op="matmul", shape="512x512x512", trials=32, log="mm.jsonl", cost_model="xgb")  # doctest: +SKIP
-    """
-    from autotune.search import make_strategy
-    task = Task.create(op, shape, dtype, threads)
-    callbacks: list[Callback] = []
-    if cost_model or pretrained:
-        from autotune.cost_model.guided import guided_search
-        strat, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
-        callbacks.append(updater)
-    else:
-        strat = make_strategy(strategy, task.space(), seed=seed)
-    own = runner is None or isinstance(runner, str)
-    if runner is None:
-        from measure.local import LocalRunner
-        runner = LocalRunner()
-    elif runner == "ray":
-        from measure.ray_runner import RayRunner
-        runner = RayRunner()
-    elif isinstance(runner, str):
-        raise AutotuneError(f"runner must be None, 'ray' or a Runner object, got {runner!r}")
-    try:
-        return Tuner(task, strat, runner, RecordLog(log) if log else None, callbacks=callbacks).run(
-            TuneOptions(trials=trials, timeout_s=timeout_s, batch=batch))
-    finally:
-        if own:
-            runner.close()

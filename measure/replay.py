@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 from autotune.records import Record, load_records
 from autotune.space import Config
 from autotune.task import Task
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, config_error
 
 
 class ReplayRunner:
@@ -38,6 +38,10 @@ class ReplayRunner:
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         out = []
         for inp in inputs:
+            bad = config_error(inp)
+            if bad is not None:
+                out.append(bad)
+                continue
             r = self.table.get((inp.task.key(), inp.config.key()))
             if r is not None:
                 self.replayed += 1
@@ -55,3 +59,4 @@ class ReplayRunner:
 
     def close(self) -> None:
         pass
+

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, config_error
 from measure.tpu_emulator import PRESETS, TileError, TpuCoreConfig, emulate
 
 
@@ -29,6 +29,10 @@ class TpuRunner:
             self.calls += 1
             if not is_tpu(inp.task.op):
                 out.append(MeasureResult(None, ErrorKind.COMPILE_ERROR, f"{inp.task.op} is not a TPU kernel template"))
+                continue
+            bad = config_error(inp)
+            if bad is not None:
+                out.append(bad)
                 continue
             try:
                 t = emulate(tiled_kernel(inp.task, inp.config), self.core)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from autotune.task import Task
 
 MODELS = ("xgb", "lgbm", "gnn", "random", "analytical", "roofline")
+TRAINABLE = ("xgb", "lgbm", "gnn", "random")  # what `autotune train-model` can fit
 
 
 def make_model(kind: str, *, objective: str = "rank", seed: int = 0, task: "Task | None" = None) -> CostModel:
@@ -54,5 +55,5 @@ def load_model(path: str | Path) -> CostModel:
     return cls.load(path)  # type: ignore[attr-defined]
 
 
-__all__ = ["MODELS", "CostModel", "Dataset", "LGBMModel", "ModelError", "RandomModel", "RooflineModel", "XGBModel",
+__all__ = ["MODELS", "TRAINABLE", "CostModel", "Dataset", "LGBMModel", "ModelError", "RandomModel", "RooflineModel", "XGBModel",
            "load_model", "make_model"]

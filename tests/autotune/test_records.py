@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from autotune.records import (SCHEMA_VERSION, Record, RecordError, RecordLog, best_per_task, distill,
-                              filter_by_target, load_records, merge)
+                              from_target, load_records, merge)
 from autotune.replay import replay_log
+from autotune.target import cpu_model, isa
 
+HERE = {"cpu": cpu_model(), "isa": isa()}  # the detected machine: records measured here
 SHAPE = {"M": 16, "N": 16, "K": 16}
 GOOD = {"mr": 4, "nr": 16, "kc": 64, "mc_panels": 4, "jc_blocks": 1, "order": "jr_ir", "pack_a": True, "parallel": False}
 
@@ -18,7 +20,7 @@ GOOD = {"mr": 4, "nr": 16, "kc": 64, "mc_panels": 4, "jc_blocks": 1, "order": "j
 def rec(seconds: float | None = 1e-3, config: dict | None = None, **kw) -> Record:
     base = dict(op="matmul", shape=SHAPE, dtype="float32", threads=1, config=config or GOOD,
                 costs=[seconds] if seconds else None, error=None if seconds else "wrong_answer",
-                target={"cpu": "x", "isa": "avx2", "threads": 1})
+                target=dict(HERE, threads=1))
     base.update(kw)
     return Record(**base)
 
@@ -62,15 +64,30 @@ def test_newer_schema_is_a_clear_error(tmp_path: Path) -> None:
 def test_best_distill_merge_filter(tmp_path: Path) -> None:
     other = dict(GOOD, mr=8)
     rs = [rec(3e-3), rec(1e-3, other), rec(None), rec(2e-3)]
-    assert best_per_task(rs)["matmul|M=16,N=16,K=16|float32"].config == other
+    assert best_per_task(rs)["matmul|M=16,N=16,K=16|float32|threads=1"].config == other
     d = distill(rs, k=2)
     assert [r.seconds for r in d] == [1e-3, 2e-3]
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     RecordLog(a).extend(rs[:2])
     RecordLog(b).extend(rs[1:])
     assert merge([a, b], tmp_path / "m.jsonl") == 4
-    assert len(filter_by_target(rs, {"cpu": "x", "isa": "avx2", "threads": 1})) == 4
-    assert filter_by_target(rs, {"cpu": "y", "isa": "avx2", "threads": 1}) == []
+    assert len(from_target(rs, HERE, what="machine")) == 4
+    assert from_target(rs, dict(HERE, cpu="another CPU"), what="machine") == []
+    assert len(from_target(rs, dict(HERE, cpu="another CPU"))) == 4  # the same ISA: its kernels apply
+
+
+def test_records_of_another_isa_are_left_out_unless_asked_for_with_a_warning() -> None:
+    rs = [rec(1e-3, target={"cpu": "x", "isa": "avx2"}), rec(2e-3, target={})]  # no target: kept
+    here = {"cpu": "z", "isa": "avx512f"}
+    assert from_target(rs, here) == [rs[1]]
+    with pytest.warns(RuntimeWarning, match="another machine: x \\(avx2\\)"):
+        assert from_target(rs, here, any_target=True) == rs
+
+
+def test_a_record_key_holds_its_thread_count() -> None:
+    assert rec(threads=3).key == "matmul|M=16,N=16,K=16|float32|threads=3"
+    with pytest.raises(RecordError, match="threads.*>= 1"):
+        Record.from_json({**rec().to_json(), "threads": -3})
 
 
 @pytest.mark.parametrize("config,shape,op,match", [

@@ -1,0 +1,155 @@
+"""The one place a tuning run is assembled: task -> strategy (+ cost model) -> runner -> tuner -> log.
+
+The CLI, `autotune.op`, `autotune.tune`, `bench`, sweeps and every experiment build their runs
+here, so a strategy, a cost model and a runner mean the same thing everywhere.
+
+Example::
+
+    >>> from autotune.tuning import tune                                              # doctest: +SKIP
+    >>> r = tune(op="matmul", shape="256x256x256", trials=16, log="mm.jsonl", cost_model="xgb")  # doctest: +SKIP
+    >>> r.best_config is not None                                                     # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from autotune.errors import AutotuneError
+from autotune.records import RecordLog
+from autotune.runner import Runner
+from autotune.search import Strategy, make_strategy
+from autotune.task import Task
+from autotune.tuner import Callback, Tuner, TuneOptions, TuneResult
+
+# name -> "module:factory"; a factory takes the keyword options of make_runner it understands
+RUNNERS: dict[str, str] = {
+    "local": "measure.local:LocalRunner",
+    "ray": "measure.ray_runner:RayRunner",
+    "tpu_emulator": "measure.tpu_runner:TpuRunner",
+}
+
+
+@dataclass(frozen=True)
+class Search:
+    """A strategy and the tuner callbacks it needs (a cost model's refit)."""
+    strategy: Strategy
+    callbacks: tuple[Callback, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.strategy.name
+
+
+def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_model: str | None = None,
+                pretrained: str | os.PathLike[str] | None = None, seed: int = 0) -> Search:
+    """The search for a task. A cost model (or a pretrained one) steers the evolutionary strategy;
+    naming another strategy beside it is an error, never silently one of the two.
+
+    >>> from autotune.task import Task
+    >>> make_search(Task.create("matmul", "32x32x32", threads=1), strategy="random").name
+    'random'
+    """
+    if cost_model is None and pretrained is None:
+        return Search(make_strategy(strategy or "evolutionary", task.space(), seed=seed))
+    if strategy is not None and strategy != "evolutionary":
+        name = strategy if isinstance(strategy, str) else type(strategy).__name__
+        raise AutotuneError(f"a cost model steers the evolutionary search; strategy {name!r} cannot use one: "
+                            "drop the strategy or the cost model")
+    from autotune.cost_model.guided import guided_search
+    search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
+    return Search(search, (updater,))
+
+
+def _factory(name: str) -> Callable[..., Runner]:
+    if name not in RUNNERS:
+        raise AutotuneError(f"unknown runner {name!r}; choose one of {', '.join(RUNNERS)} or pass a Runner")
+    module, attr = RUNNERS[name].split(":")
+    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+
+def make_runner(runner: str | Runner | None = None, *, task: Task | None = None, options: Any = None,
+                address: str | None = None) -> Runner:
+    """A runner by name (one of RUNNERS), or the runner itself. None: the task's backend's runner
+    (local worker processes for CPU kernels). options: LocalRunnerOptions for "local" and "ray";
+    address: the Ray cluster for "ray" (default: a local Ray)."""
+    if runner is not None and not isinstance(runner, str):
+        return runner
+    name = runner or _backend_runner(task)
+    factory = _factory(name)
+    if name == "local":
+        return factory(options) if options is not None else factory()
+    if name == "ray":
+        return factory(address=address, **({"options": options} if options is not None else {}))
+    return factory()
+
+
+def _backend_runner(task: Task | None) -> str:
+    from templates.tpu import is_tpu
+    return "tpu_emulator" if task is not None and is_tpu(task.op) else "local"
+
+
+@contextlib.contextmanager
+def _owned(runner: Runner, own: bool) -> Iterator[Runner]:
+    try:
+        yield runner
+    finally:
+        if own:
+            runner.close()
+
+
+def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None = None, dtype: str = "float32",
+         threads: int | None = None, trials: int = 64, log: str | os.PathLike[str] | RecordLog | None = None,
+         strategy: str | Strategy | None = None, cost_model: str | None = None,
+         pretrained: str | os.PathLike[str] | None = None, runner: str | Runner | None = None,
+         runner_options: Any = None, seed: int = 0, timeout_s: float | None = None,
+         early_stopping: int | None = None, batch: int = 8, presets: bool = True,
+         progress: bool | None = None, callbacks: Sequence[Callback] = ()) -> TuneResult:
+    """Tune one operator at one shape: the template's presets first (presets=False: the search's
+    picks only), then the strategy's, logging every measurement; an existing log is resumed.
+
+    op: a template name, a Template or a Task (then shape, dtype and threads come from it);
+    log: a path or a RecordLog (every measurement is appended the moment its batch returns);
+    strategy: a name from autotune.search.STRATEGIES or a Strategy; cost_model: a name from
+    autotune.cost_model.MODELS, steering the evolutionary search (pretrained: a saved model to
+    start from); runner: a name from RUNNERS or a Runner (None: the backend's own, local worker
+    processes for CPU kernels); progress: a progress bar (None: when stderr is a terminal).
+
+    Example::
+
+        >>> from autotune.tuning import tune                                   # doctest: +SKIP
+        >>> r = tune(op="matmul", shape="512x512x512", trials=32, log="mm.jsonl", cost_model="xgb")  # doctest: +SKIP
+    """
+    task = as_task(op, shape, dtype, threads)
+    if trials < 0 or batch < 1:
+        raise AutotuneError(f"trials must be >= 0 and batch >= 1, got trials={trials}, batch={batch}")
+    search = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained, seed=seed)
+    from autotune.progress import TuneProgress
+    show = sys.stderr.isatty() if progress is None else progress
+    own = runner is None or isinstance(runner, str)
+    with _owned(make_runner(runner, task=task, options=runner_options), own) as r, \
+            TuneProgress(task, trials, show) as bar:
+        records = log if isinstance(log, RecordLog) or log is None else RecordLog(log)
+        tuner = Tuner(task, search.strategy, r, records,
+                      callbacks=[*search.callbacks, *callbacks, bar.update],
+                      initial=task.presets() if presets else ())
+        return tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch))
+
+
+def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None = None, dtype: str = "float32",
+            threads: int | None = None) -> Task:
+    """A Task from a name (or Template) and a shape, or the Task itself."""
+    if isinstance(op, Task):
+        if shape is not None:
+            raise AutotuneError("pass either a Task or an operator with a shape, not both")
+        return op
+    from templates import get_template
+    t = get_template(op)
+    return Task.create(t, shape if shape is not None else t.default_shape, dtype, threads)
+
+
+__all__ = ["RUNNERS", "Search", "as_task", "make_runner", "make_search", "tune"]

@@ -1,0 +1,116 @@
+"""The Runner contract, checked over every runner: one MeasureResult per input, in order; an
+error is data (a kind and a message), never an exception; an empty batch is an empty answer;
+close() may be called twice. Real runners: local worker processes, a local Ray, the replay and
+surrogate runners and the TPU emulator."""
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable, Iterator
+
+import pytest
+
+from autotune.records import Record
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
+from autotune.space import Config
+from autotune.task import Task
+from autotune.tuning import make_runner
+
+CPU_TASK = Task.create("matmul", "16x16x16", threads=1)
+TPU_TASK = Task.create("tpu_matmul", "1024x1024x1024", threads=1)
+
+
+def _configs(task: Task, n: int) -> list[Config]:
+    return [task.default_config(), *task.space().sample_new(random.Random(0), {task.default_config()}, n - 1)]
+
+
+def _replay() -> Runner:
+    from measure.replay import ReplayRunner
+    records = [Record(op=CPU_TASK.op, shape=CPU_TASK.shape_dict, dtype=CPU_TASK.dtype, threads=CPU_TASK.threads,
+                      config=c.to_json(), costs=[1e-5 * (i + 1)]) for i, c in enumerate(_configs(CPU_TASK, 3))]
+    return ReplayRunner(records)
+
+
+def _surrogate() -> Runner:
+    from measure.replay import ReplayRunner
+    from measure.surrogate import Surrogate
+    configs = CPU_TASK.space().sample_new(random.Random(1), set(), 40)
+    records = [Record(op=CPU_TASK.op, shape=CPU_TASK.shape_dict, dtype=CPU_TASK.dtype, threads=CPU_TASK.threads,
+                      config=c.to_json(), costs=[1e-5 * (1 + CPU_TASK.space().encode(c)[0])]) for c in configs]
+    runner = Surrogate.fit(CPU_TASK, records).runner(noise=0.05, seed=0)
+    assert isinstance(runner, ReplayRunner)
+    return runner
+
+
+def _ray() -> Runner:
+    import ray
+    ray.shutdown()
+    from measure.local import LocalRunnerOptions
+    from measure.ray_runner import RayRunner
+    return RayRunner(options=LocalRunnerOptions(compile_workers=1), num_cpus=2)
+
+
+RUNNERS: dict[str, tuple[Callable[[], Runner], Task]] = {
+    "local": (lambda: make_runner("local"), CPU_TASK),
+    "ray": (_ray, CPU_TASK),
+    "replay": (_replay, CPU_TASK),
+    "surrogate": (_surrogate, CPU_TASK),
+    "tpu_emulator": (lambda: make_runner("tpu_emulator"), TPU_TASK),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(RUNNERS))
+def runner_and_task(request: pytest.FixtureRequest) -> Iterator[tuple[Runner, Task]]:
+    make, task = RUNNERS[request.param]
+    runner = make()
+    yield runner, task
+    runner.close()
+    if request.param == "ray":
+        import ray
+        ray.shutdown()
+
+
+def _check(results: list[MeasureResult], n: int) -> None:
+    assert len(results) == n
+    for r in results:
+        assert isinstance(r, MeasureResult)
+        assert r.ok == (r.error is None)
+        if r.ok:
+            assert r.costs and all(c > 0 and math.isfinite(c) for c in r.costs)
+        else:
+            assert isinstance(r.error, ErrorKind) and r.message
+
+
+def test_it_is_a_runner(runner_and_task: tuple[Runner, Task]) -> None:
+    assert isinstance(runner_and_task[0], Runner)
+
+
+def test_an_empty_batch_gets_an_empty_answer(runner_and_task: tuple[Runner, Task]) -> None:
+    assert runner_and_task[0].run([]) == []
+
+
+def test_one_result_per_input_in_order(runner_and_task: tuple[Runner, Task]) -> None:
+    runner, task = runner_and_task
+    configs = _configs(task, 3)
+    results = runner.run([MeasureInput(task, c) for c in configs])
+    _check(results, 3)
+    assert results[0].ok, results[0].message  # the default config works everywhere
+    again = runner.run([MeasureInput(task, c) for c in reversed(configs)])
+    _check(again, 3)
+    assert [r.ok for r in again] == [r.ok for r in reversed(results)]
+
+
+def test_a_bad_config_is_an_error_result_not_an_exception(runner_and_task: tuple[Runner, Task]) -> None:
+    runner, task = runner_and_task
+    good = task.default_config()
+    bad = Config({**good, next(iter(good)): "not a value of this knob"})
+    results = runner.run([MeasureInput(task, bad), MeasureInput(task, good)])
+    _check(results, 2)
+    assert not results[0].ok and results[1].ok
+
+
+def test_close_twice_is_harmless() -> None:
+    for make, _ in (RUNNERS["local"], RUNNERS["replay"], RUNNERS["tpu_emulator"]):
+        r = make()
+        r.close()
+        r.close()

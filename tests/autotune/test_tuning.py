@@ -1,0 +1,110 @@
+"""The assembly point: one meaning of strategy + cost model + runner for every entry point."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autotune
+from autotune.errors import AutotuneError
+from autotune.records import Record, RecordLog, load_records
+from autotune.task import Task
+from autotune.tuning import RUNNERS, make_runner, make_search, tune
+
+TASK = Task.create("matmul", "16x16x16", threads=1)
+
+
+def test_a_cost_model_steers_the_evolutionary_search() -> None:
+    search = make_search(TASK, cost_model="xgb")
+    assert search.name.startswith("evolutionary+xgb") and len(search.callbacks) == 1
+    assert make_search(TASK, strategy="evolutionary", cost_model="lgbm").name.startswith("evolutionary+lgbm")
+    assert make_search(TASK).name == "evolutionary" and make_search(TASK).callbacks == ()
+
+
+def test_a_strategy_beside_a_cost_model_is_a_one_line_error_never_silently_one_of_them() -> None:
+    with pytest.raises(AutotuneError, match="cost model steers the evolutionary search; strategy 'random'"):
+        make_search(TASK, strategy="random", cost_model="xgb")
+
+
+def test_runners_by_name_and_their_errors() -> None:
+    assert {"local", "ray", "tpu_emulator"} <= set(RUNNERS)
+    with pytest.raises(AutotuneError, match="unknown runner 'gpu'; choose one of local"):
+        make_runner("gpu")
+    tpu = make_runner(task=Task.create("tpu_matmul", "1024x1024x1024", threads=1))
+    assert type(tpu).__name__ == "TpuRunner"  # the task's backend picks its runner
+
+
+def test_tune_measures_presets_first_and_logs_the_strategy(tmp_path: Path) -> None:
+    log = tmp_path / "t.jsonl"
+    r = tune(op="matmul", shape="16x16x16", threads=1, trials=2, log=log, strategy="random", progress=False)
+    recs = load_records(log)
+    assert r.measured == 2 and [x.strategy for x in recs] == ["random", "random"]
+    assert Record.validated_config(recs[0]) == TASK.default_config()
+
+
+def test_op_with_a_cost_model_tunes_with_the_model_guided_search(tmp_path: Path) -> None:
+    log = tmp_path / "op.jsonl"
+    mm = autotune.op("matmul", log=log, trials=3, cost_model="xgb", threads=1)
+    A = np.random.rand(16, 16).astype(np.float32)
+    np.testing.assert_allclose(mm(A, A), A @ A, rtol=1e-4, atol=1e-4)
+    assert {r.strategy for r in load_records(log)} == {"evolutionary+xgb(prior roofline)"}
+
+
+FOREIGN = {"cpu": "Elsewhere CPU", "isa": "neon", "threads": 1}
+
+
+def _foreign_log(path: Path) -> Path:
+    RecordLog(path).append(Record(op="matmul", shape=TASK.shape_dict, dtype="float32", threads=1,
+                                  config=TASK.default_config().to_json(), costs=[1e-9], target=FOREIGN))
+    return path
+
+
+def test_a_log_from_another_machine_is_measured_afresh_not_resumed(tmp_path: Path) -> None:
+    r = tune(op=TASK, trials=1, log=_foreign_log(tmp_path / "l.jsonl"), strategy="random", progress=False)
+    assert r.resumed == 0 and r.measured == 1
+
+
+def test_a_kernel_of_another_isa_is_applied_only_when_asked_for(tmp_path: Path) -> None:
+    log = _foreign_log(tmp_path / "l.jsonl")
+    with pytest.raises(AutotuneError, match="any_target=True"):
+        autotune.load_best(log, "matmul", "16x16x16", threads=1)
+    with pytest.warns(RuntimeWarning, match="another machine: Elsewhere CPU \\(neon\\)"):
+        k = autotune.load_best(log, "matmul", "16x16x16", threads=1, any_target=True)
+    A = np.random.rand(16, 16).astype(np.float32)
+    np.testing.assert_allclose(k(A, A), A @ A, rtol=1e-4, atol=1e-4)
+    with pytest.raises(AutotuneError, match="--any-target"):
+        from autotune.replay import replay_log
+        replay_log(log)
+
+
+def test_threads_are_part_of_what_load_best_looks_up(tmp_path: Path) -> None:
+    log = tmp_path / "t.jsonl"
+    tune(op="matmul", shape="16x16x16", threads=1, trials=1, log=log, strategy="random", progress=False)
+    with pytest.raises(AutotuneError, match="threads=\\[1\\]: pass threads="):
+        autotune.load_best(log, "matmul", "16x16x16", threads=2)
+
+
+def test_a_sweep_spec_takes_a_cost_model_and_rejects_a_conflict() -> None:
+    from autotune.distributed import parse_spec
+    (t,) = parse_spec({"task": [{"op": "matmul", "shapes": ["16x16x16"], "cost_model": "xgb", "threads": 1}]})
+    assert t.cost_model == "xgb" and t.key == TASK.key()
+    with pytest.raises(AutotuneError, match="task 1: a cost model steers"):
+        parse_spec({"task": [{"op": "matmul", "shapes": ["16x16x16"], "cost_model": "xgb", "strategy": "tpe"}]})
+    with pytest.raises(AutotuneError, match="unknown cost_model 'svm'"):
+        parse_spec({"task": [{"op": "matmul", "shapes": ["16x16x16"], "cost_model": "svm"}]})
+    for bad in ({"threads": -3}, {"seed": "abc"}):
+        with pytest.raises(AutotuneError, match="task 1: (threads|seed) must be"):
+            parse_spec({"task": [{"op": "matmul", "shapes": ["16x16x16"], **bad}]})
+    two = parse_spec({"task": [{"op": "matmul", "shapes": ["16x16x16"], "threads": 1},
+                               {"op": "matmul", "shapes": ["16x16x16"], "threads": 2}]})
+    assert len({t.key for t in two}) == 2  # entries differing only in threads do not collide
+
+
+def test_the_cli_choices_come_from_the_registries() -> None:
+    from autotune.cli import _parser
+    from autotune.cost_model import MODELS
+    from autotune.search import STRATEGIES
+    text = json.dumps([a.choices for a in _parser()._subparsers._group_actions[0].choices["tune"]._actions])
+    assert all(m in text for m in MODELS) and all(s in text for s in STRATEGIES) and all(r in text for r in RUNNERS)

@@ -1,0 +1,144 @@
+"""The packages' layers: every module imports only its own layer or those below it, and no two
+modules import each other, even through a chain or inside a function. Read from the source (ast),
+so an import hidden in a function body counts as much as one at the top of a file.
+
+Layers, lowest first (autotune/, then templates/ and measure/ on top of the engine's parts):
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("autotune", "templates", "measure")
+
+# module prefix -> layer; the longest matching prefix decides. Lower layers may not import higher ones.
+LAYERS: dict[str, int] = {
+    "autotune.errors": 0, "autotune.environment": 0, "autotune.version": 0,
+    "autotune.ir": 1,
+    "autotune.schedule": 2,
+    "autotune.codegen": 3,
+    "autotune.space": 4,
+    "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
+    "autotune.target": 6, "autotune.task": 6, "autotune.records": 6, "autotune.runner": 6,
+    "autotune.cost_model": 7,
+    "autotune.search": 8,
+    "autotune.tuner": 9, "autotune.progress": 9,
+    "autotune.tuning": 10,
+    "measure": 10,  # runners and experiments: on top of the engine, beside the assembly point
+    "autotune.api": 11, "autotune.cli": 11, "autotune.distributed": 11, "autotune.bench": 11,
+    "autotune.replay": 11, "autotune.report": 11, "autotune.__main__": 11, "autotune": 12,
+}
+# the assembly point and the entry points pick runners: the only engine modules that import measure/
+MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli")
+# experiments (measure/experiments) may use everything: they sit on top
+TOP = ("measure.experiments",)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules a module imports anywhere in its body (not under `if TYPE_CHECKING`)."""
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for child in node.body for n in ast.walk(child)}
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+def _layer(module: str) -> int:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[best]
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(m, p, set(mods)) for m, p in mods.items()}
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    bad = []
+    for m, deps in _graph().items():
+        if m.startswith(TOP):
+            continue
+        for d in deps:
+            if d == "autotune" and m.startswith("autotune."):
+                bad.append(f"{m} imports the autotune package facade (import the module it needs)")
+            elif d.startswith("measure") and m.startswith("autotune.") and not m.startswith(MAY_IMPORT_MEASURE):
+                bad.append(f"{m} imports {d}: only the assembly point and entry points pick runners")
+            elif d.startswith(TOP):
+                bad.append(f"{m} imports the experiment {d}")
+            elif _layer(d) > _layer(m):
+                bad.append(f"{m} (layer {_layer(m)}) imports {d} (layer {_layer(d)})")
+    assert not bad, "upward imports:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_walk_sees_the_project() -> None:
+    graph = _graph()
+    assert "autotune.tuning" in graph and "autotune.runner" in graph["autotune.tuning"]
+    assert _layer("autotune.cost_model.features") < _layer("autotune.search.evolutionary")
