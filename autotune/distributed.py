@@ -56,14 +56,13 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):  # type
     """ray, initialised: a new local Ray when address is None, else the cluster at address."""
     try:
         import ray
-    except ImportError as e:  # pragma: no cover - ray is a dependency
-        raise ClusterError("Ray is not installed: pip install ray") from e
+    except ImportError:  # Ray is the [ray] extra
+        raise AutotuneError("Ray sweeps and runner='ray' need Ray: "
+                            "pip install 'autotune[ray]' (or: pip install ray)") from None
     if ray.is_initialized():
         return ray
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    env = {"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("AUTOTUNE_", "NUMBA_"))}}
-    root = str(Path(__file__).resolve().parent.parent)
-    env["env_vars"]["PYTHONPATH"] = root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    from autotune.environment import ray_runtime_env
+    env = ray_runtime_env()
     try:
         if address is None:
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,

@@ -1,12 +1,33 @@
 """The one place autotune reads environment variables and sets Numba's.
 
 Numba reads NUMBA_* variables once, at import; `configure_numba()` must run before `import numba`.
-autotune's package __init__ calls it, and measurement workers call it first thing.
+autotune's package __init__ calls it, and measurement workers call it first thing. Measurement
+workers read no variable of their own: the driver sends them their settings (role, cores, lock,
+template modules, cache directory, threads) in their first protocol message (measure/worker.py).
 
-Variables read here:
-  AUTOTUNE_CACHE_DIR  where generated kernels and Numba's compile cache live
-                      (default: ~/.cache/autotune)
-  AUTOTUNE_THREADS    default thread count for parallel kernels (default: all cores)
+Variables autotune reads:
+  AUTOTUNE_CACHE_DIR        where generated kernels, Numba's compile cache and the timing lock live
+                            (default: ~/.cache/autotune)
+  AUTOTUNE_THREADS          default thread count for parallel kernels (default: all cores)
+  PYTHONPATH                kept, behind this checkout's root, for measurement workers and Ray workers
+  RAY_USAGE_STATS_ENABLED   autotune sets it to 0 before starting Ray unless you set it
+
+Variables autotune sets for Numba (before Numba is imported, unless already set; see numba_env()):
+  NUMBA_SLP_VECTORIZE=1, NUMBA_OPT=2, and on AVX-512 hosts NUMBA_CPU_FEATURES=<host>,-prefer-256-bit
+
+Ray workers get every AUTOTUNE_* and NUMBA_* variable of the driver (ray_runtime_env()).
+
+Read by the test suite only:
+  AUTOTUNE_TEMPLATE_EXAMPLES  examples per template and dtype in tests/templates (default: 3)
+  AUTOTUNE_FUZZ_EXAMPLES      schedule fuzzing examples in tests/autotune/schedule (default: 0)
+  AUTOTUNE_REGEN_GOLDEN=1     accept changed generated source in the golden tests
+  HYPOTHESIS_PROFILE          hypothesis settings profile (default: "autotune")
+
+Example::
+
+    >>> from autotune.environment import settings
+    >>> settings().threads >= 1
+    True
 """
 from __future__ import annotations
 
@@ -15,8 +36,11 @@ import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 FASTMATH = ("contract", "nnan", "ninf", "nsz", "arcp", "afn")  # no reassoc: see MEASURED.md
+
+ROOT = Path(__file__).resolve().parent.parent  # the directory holding autotune/, templates/, measure/
 
 
 @dataclass(frozen=True)
@@ -25,11 +49,42 @@ class Settings:
     threads: int
 
 
+_given: list[Settings] = []  # settings a measurement worker received from its driver
+
+
 def settings() -> Settings:
+    """The cache directory and default thread count: the driver's in a worker, else the environment's."""
+    if _given:
+        return _given[0]
     cache = os.environ.get("AUTOTUNE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "autotune")
     threads_s = os.environ.get("AUTOTUNE_THREADS", "")
     threads = int(threads_s) if threads_s.isdigit() and int(threads_s) > 0 else (os.cpu_count() or 1)
     return Settings(Path(cache), threads)
+
+
+def use_settings(s: Settings) -> None:
+    """Make settings() return `s` in this process (a measurement worker: its driver's settings)."""
+    _given[:] = [s]
+
+
+def child_pythonpath() -> str:
+    """PYTHONPATH for a child process (measurement or Ray worker): this checkout's root first, so
+    the child imports the same autotune as this process, then the current PYTHONPATH."""
+    current = os.environ.get("PYTHONPATH")
+    return str(ROOT) + (os.pathsep + current if current else "")
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a measurement worker process: this one's, Numba's variables, child_pythonpath()."""
+    return {**os.environ, **numba_env(), "PYTHONPATH": child_pythonpath()}
+
+
+def ray_runtime_env() -> dict[str, Any]:
+    """Ray's runtime_env for autotune's Ray workers: the AUTOTUNE_* and NUMBA_* variables and
+    child_pythonpath(). Turns Ray's usage stats off in this process unless the user set them."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env = {k: v for k, v in os.environ.items() if k.startswith(("AUTOTUNE_", "NUMBA_"))}
+    return {"env_vars": {**env, "PYTHONPATH": child_pythonpath()}}
 
 
 _configured: dict[str, str] = {}

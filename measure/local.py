@@ -22,12 +22,12 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.environment import numba_env, settings
+from autotune.environment import settings, worker_env
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult
 from measure.timing import TimingProtocol
+from measure.worker import WorkerSetup
 
 
 @dataclass(frozen=True)
@@ -48,22 +48,15 @@ class LocalRunnerOptions:
 class _Worker:
     """One worker subprocess speaking JSON lines."""
 
-    def __init__(self, role: str, cores: Sequence[int], lock: str) -> None:
-        env = dict(os.environ)
-        env.update(numba_env())
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["AUTOTUNE_WORKER_ROLE"] = role
-        env["AUTOTUNE_WORKER_CORES"] = ",".join(map(str, cores))
-        env["AUTOTUNE_TIMING_LOCK"] = lock
-        from templates import USER_MODULES
-        env["AUTOTUNE_TEMPLATE_MODULES"] = ",".join(USER_MODULES)
-        if USER_MODULES:  # a user's template module may live beside their script
-            env["PYTHONPATH"] += os.pathsep + os.pathsep.join(p for p in sys.path if p)
+    def __init__(self, setup: WorkerSetup) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env())
         self.buf = b""
         self.ready = False
+        try:
+            self.send(setup.to_json())  # answered with {"ready": ...}; see LocalRunner._ensure_ready
+        except BrokenPipeError:  # died at once: _ensure_ready reads the end of its output
+            pass
 
     def send(self, msg: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -140,8 +133,12 @@ class LocalRunner:
 
     # ---- workers ----------------------------------------------------------------------------
     def _start(self, role: str) -> _Worker:
-        w = _Worker(role, self.timing_cores if role == "measure" else [], self.lock)
-        return w
+        from templates import USER_MODULES
+        here = settings()
+        beside = tuple(p for p in sys.path if p) if USER_MODULES else ()  # a user's module may live beside their script
+        return _Worker(WorkerSetup(
+            role, str(here.cache_dir), here.threads, cores=tuple(self.timing_cores) if role == "measure" else (),
+            lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside))
 
     def _ensure_ready(self, w: _Worker) -> None:
         if w.ready:

@@ -3,7 +3,8 @@
 One measuring actor per node owns a LocalRunner there: compile workers sized to the node's CPUs,
 and one timing worker, so timings on a node never overlap. A batch is split across the nodes'
 actors; when an actor dies (a crashed node, a killed worker) its candidates are retried on
-another actor once, else recorded as worker-crashed, and the run goes on.
+another actor once, else recorded as worker-crashed, and the run goes on. Ray is the [ray] extra:
+without it, RayRunner() raises a one-line AutotuneError naming it (from `connect`).
 
     >>> from measure.ray_runner import RayRunner                # doctest: +SKIP
     >>> with RayRunner() as runner:                             # a local Ray, started on demand

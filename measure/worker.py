@@ -1,13 +1,20 @@
 """The worker process: compiles candidates, or checks and times them. Started by LocalRunner.
 
-It sets Numba's environment before importing Numba, so generated kernels get SLP
-vectorisation and 512-bit vectors. A kernel that crashes takes down only this process.
+It speaks JSON lines: stdin carries requests, stdout the answers. The first request is the
+driver's `WorkerSetup` (role, cores, timing lock, template modules, cache directory, threads),
+answered with {"ready": true} once the worker is set up, or {"ready": false, "message": ...}.
+Every later request is a compile or a measure. Numba's variables come in the process
+environment (Numba reads them at import), so generated kernels get SLP vectorisation and
+512-bit vectors. A kernel that crashes takes down only this process.
 """
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -16,24 +23,61 @@ def _fmt(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[0] if msg else ''}"[:1000]
 
 
+@dataclass(frozen=True)
+class WorkerSetup:
+    """A worker's settings, sent by its driver as the first message.
+
+    role: "compile" or "measure"; cache_dir and threads: the driver's
+    `autotune.environment.settings()`; cores: CPUs to pin to (none: any); lock_path: the
+    machine-wide timing lock (None: no lock); template_modules: modules (or "file:<script>") that
+    register the user's templates; sys_path: entries the worker adds to sys.path to find them.
+
+    Example::
+
+        >>> WorkerSetup.from_json(WorkerSetup("compile", "/tmp/cache", threads=2).to_json()).role
+        'compile'
+    """
+    role: str
+    cache_dir: str
+    threads: int
+    cores: tuple[int, ...] = ()
+    lock_path: str | None = None
+    template_modules: tuple[str, ...] = ()
+    sys_path: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "setup", **asdict(self)}
+
+    @classmethod
+    def from_json(cls, msg: dict[str, Any]) -> "WorkerSetup":
+        if msg.get("kind") != "setup":
+            raise ValueError(f"the first message to a worker must be its setup, got kind={msg.get('kind')!r}")
+        fields = {k: v for k, v in msg.items() if k != "kind"}
+        for k in ("cores", "template_modules", "sys_path"):
+            fields[k] = tuple(fields.get(k, ()))
+        return cls(**fields)
+
+
 class _Worker:
-    def __init__(self, role: str, cores: list[int] | None, lock_path: str | None) -> None:
-        from autotune.environment import configure_numba
+    def __init__(self, setup: WorkerSetup) -> None:
+        from autotune.environment import Settings, configure_numba, use_settings
         configure_numba()
+        use_settings(Settings(Path(setup.cache_dir), setup.threads))
         import numpy  # noqa: F401
         from autotune.task import Task  # noqa: F401 (imports numba once, up front)
         import importlib
-        for mod in filter(None, os.environ.get("AUTOTUNE_TEMPLATE_MODULES", "").split(",")):
+        sys.path.extend(p for p in setup.sys_path if p not in sys.path)  # where the user's modules live
+        for mod in setup.template_modules:
             if mod.startswith("file:"):  # a user's script: run it as a module that is not __main__
                 import runpy
                 runpy.run_path(mod[5:], run_name="__autotune_main__")
             else:
                 importlib.import_module(mod)  # user templates register themselves on import
-        self.role = role
-        self.lock_path = lock_path
-        if cores and hasattr(os, "sched_setaffinity"):
+        self.role = setup.role
+        self.lock_path = setup.lock_path
+        if setup.cores and hasattr(os, "sched_setaffinity"):
             try:
-                os.sched_setaffinity(0, set(cores))
+                os.sched_setaffinity(0, set(setup.cores))
             except OSError:
                 pass
         self._refs: dict[tuple, Any] = {}
@@ -114,22 +158,22 @@ class _timing_lock:
 
 
 def main() -> None:
-    """Serve JSON-line requests on stdin: {"kind": "compile"|"measure", ...payload}; answer on stdout.
+    """Serve JSON-line requests on stdin: first a `WorkerSetup`, then {"kind": "compile"|"measure",
+    ...payload}; answer each on stdout.
 
     Kernels, Numba and warnings may write to stdout; the answers go to a private copy of it.
     """
     import json
-    import sys
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    cores = [int(c) for c in os.environ.get("AUTOTUNE_WORKER_CORES", "").split(",") if c.strip()]
-    role = os.environ.get("AUTOTUNE_WORKER_ROLE", "measure")
-    lock = os.environ.get("AUTOTUNE_TIMING_LOCK") or None
+    first = sys.stdin.readline()
+    if not first:
+        return  # the driver went away before setting the worker up
     try:
-        w = _Worker(role, cores or None, lock)
+        w = _Worker(WorkerSetup.from_json(json.loads(first)))
         answers.write(json.dumps({"ready": True}) + "\n")
-    except Exception as e:  # import failure in the worker: say why, then stop
+    except Exception as e:  # a bad setup or an import failure in the worker: say why, then stop
         answers.write(json.dumps({"ready": False, "message": _fmt(e)}) + "\n")
         return
     for line in sys.stdin:

@@ -1,13 +1,20 @@
 """LocalRunner against real misbehaving kernels: each failure is recorded, the run finishes."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from autotune.environment import worker_env
 from autotune.space import Config
 from autotune.task import Task
-from measure.local import LocalRunner, LocalRunnerOptions
+from measure.local import LocalRunner, LocalRunnerOptions, _Worker
 from autotune.runner import ErrorKind, MeasureInput
 from measure.timing import TimingProtocol
+from measure.worker import WorkerSetup
 from tests.measure import faulty_templates as ft
 
 FAST = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=1)
@@ -47,3 +54,26 @@ def test_compile_timeout_is_recorded() -> None:
     with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:
         (res,) = r.run([MeasureInput(task, Config({"split": 4}))])
     assert res.error is ErrorKind.COMPILE_TIMEOUT
+
+
+def test_a_worker_takes_its_settings_from_its_first_message(tmp_path: Path, cache_dir: str) -> None:
+    setup = WorkerSetup("compile", str(tmp_path), threads=1,  # not the AUTOTUNE_CACHE_DIR it inherits
+                        template_modules=("tests.measure.faulty_templates",))
+    w = _Worker(setup)
+    try:
+        assert w.wait_line(180) == {"ready": True}
+        w.send({"kind": "compile", "op": "faulty", "shape": {"N": 67, "mode": ft.OK}, "dtype": "float32",
+                "threads": 1, "config": {"split": 4}})
+        reply = w.wait_line(120)
+    finally:
+        w.close()
+    assert reply is not None and reply["ok"], reply
+    assert list((tmp_path / "kernels").glob("k_*.py")), "the kernel belongs in the cache_dir of the setup"
+    assert str(tmp_path) != cache_dir
+
+
+def test_a_worker_refuses_work_before_its_setup() -> None:
+    proc = subprocess.run([sys.executable, "-m", "measure.worker"], input='{"kind": "compile"}\n',
+                          capture_output=True, text=True, timeout=120, env=worker_env())
+    assert json.loads(proc.stdout) == {
+        "ready": False, "message": "ValueError: the first message to a worker must be its setup, got kind='compile'"}
