@@ -1,4 +1,4 @@
-"""Ray: connecting (a local Ray on demand, or a cluster address), and sweeps of many tasks.
+"""Ray sweeps: many tasks tuned over a Ray cluster (measure.ray_cluster connects) into one log.
 
 A sweep spec (TOML or YAML) lists operators x shapes x dtypes with budgets::
 
@@ -25,83 +25,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from autotune.errors import AutotuneError
+from measure.ray_cluster import connect
 
 SPEC_KEYS = {"op", "shapes", "shape", "dtypes", "dtype", "trials", "strategy", "cost_model", "seed", "threads"}
-
-
-class ClusterError(AutotuneError, RuntimeError):
-    """Ray could not be reached or does not match this driver."""
-
-
-def _reachable(address: str, timeout: float = 5.0) -> None:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        return  # "auto", "ray://..." and the like: let Ray resolve them
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as e:
-        raise ClusterError(f"cannot reach a Ray cluster at {address}: {e.strerror or e}. Start one there with "
-                           "`ray start --head`, check the address, or leave out --address to run on a local Ray") from None
-
-
-def connect(address: str | None = None, *, num_cpus: int | None = None):  # type: ignore[no-untyped-def]
-    """ray, initialised: a new local Ray when address is None, else the cluster at address."""
-    try:
-        import ray
-    except ImportError:  # Ray is the [ray] extra
-        raise AutotuneError("Ray sweeps and runner='ray' need Ray: "
-                            "pip install 'autotune[ray]' (or: pip install ray)") from None
-    if ray.is_initialized():
-        return ray
-    from autotune.environment import ray_runtime_env
-    env = ray_runtime_env()
-    try:
-        if address is None:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                     runtime_env=env)
-        else:
-            _reachable(address)
-            ray.init(address=address, log_to_driver=False, runtime_env=env)
-    except ClusterError:
-        raise
-    except Exception as e:  # Ray raises ConnectionError, RuntimeError("Version mismatch ...") and others
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        if "version" in first.lower():
-            raise ClusterError(f"the Ray cluster at {address} does not match this driver: {first}. Use the same "
-                               "Ray and Python versions on the driver and the cluster") from None
-        raise ClusterError(f"cannot start or join Ray{f' at {address}' if address else ''}: {first}") from None
-    check_versions(ray)
-    return ray
-
-
-def check_versions(ray) -> None:  # type: ignore[no-untyped-def]
-    """The cluster's workers must run the same autotune, Ray and Python as this driver."""
-    import platform
-
-    from autotune.version import __version__
-
-    @ray.remote(num_cpus=0)
-    def versions() -> tuple[str, str, str]:
-        import platform as p
-
-        import ray as r
-
-        from autotune.version import __version__ as v
-        return v, r.__version__, ".".join(p.python_version_tuple()[:2])
-
-    mine = (__version__, ray.__version__, ".".join(platform.python_version_tuple()[:2]))
-    theirs = tuple(ray.get(versions.remote(), timeout=120))
-    if theirs != mine:
-        raise ClusterError(f"version mismatch: the cluster runs autotune {theirs[0]}, Ray {theirs[1]}, Python "
-                           f"{theirs[2]}; this driver runs autotune {mine[0]}, Ray {mine[1]}, Python {mine[2]}")
 
 
 # ---- sweep specs -----------------------------------------------------------------------------

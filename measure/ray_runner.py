@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict
 from typing import Any, Sequence
 
-from autotune.distributed import connect
+from measure.ray_cluster import connect
 from measure.local import LocalRunnerOptions
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult
 

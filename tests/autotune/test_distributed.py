@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.distributed import ClusterError, connect, parse_spec, run_sweep
+from autotune.distributed import parse_spec, run_sweep
+from measure.ray_cluster import ClusterError, connect
 from autotune.errors import AutotuneError
 from autotune.records import load_records
 
