@@ -46,9 +46,10 @@ class Search:
 
 
 def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_model: str | None = None,
-                pretrained: str | os.PathLike[str] | None = None, seed: int = 0) -> Search:
+                pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, seed: int = 0) -> Search:
     """The search for a task. A cost model (or a pretrained one) steers the evolutionary strategy;
-    naming another strategy beside it is an error, never silently one of the two.
+    naming another strategy beside it is an error, never silently one of the two. The guided search
+    starts from the pretrained model, else from the backend's analytical prior (roofline=False: blind).
 
     >>> from autotune.task import Task
     >>> make_search(Task.create("matmul", "32x32x32", threads=1), strategy="random").name
@@ -61,7 +62,7 @@ def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_mode
         raise AutotuneError(f"a cost model steers the evolutionary search; strategy {name!r} cannot use one: "
                             "drop the strategy or the cost model")
     from autotune.cost_model.guided import guided_search
-    search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
+    search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, roofline=roofline, seed=seed)
     return Search(search, (updater,))
 
 

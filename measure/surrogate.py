@@ -103,18 +103,19 @@ def _search(name: str, task: Task, seed: int, features: dict[Config, np.ndarray]
     roofline prior), a cost-model name + "+blind" for one with no prior, or a cost-model name +
     "+pretrained" for one that starts from the saved model `pretrained`."""
     from autotune.cost_model import MODELS
-    from autotune.cost_model.guided import guided_search
-    from autotune.search import STRATEGIES, make_strategy
+    from autotune.search import STRATEGIES
+    from autotune.tuning import make_search
     if name in STRATEGIES:
-        return make_strategy(name, task.space(), seed=seed), []
+        return make_search(task, strategy=name, seed=seed).strategy, []
     model, plus, tail = name.partition("+")
     if model in MODELS and (not plus or tail in ("pretrained", "blind")):
         if tail == "pretrained" and pretrained is None:
             raise SurrogateError(f"search {name!r} needs a pretrained model: pass compare(..., pretrained=PATH)")
-        strategy, updater = guided_search(task, model, pretrained=pretrained if tail == "pretrained" else None,
-                                          roofline=tail != "blind", seed=seed)
-        updater.scorer.cache = features  # lowering is most of a search's time: share it across seeds
-        return strategy, [updater]
+        search = make_search(task, cost_model=model, pretrained=pretrained if tail == "pretrained" else None,
+                             roofline=tail != "blind", seed=seed)
+        for updater in search.callbacks:  # lowering is most of a search's time: share it across seeds
+            updater.scorer.cache = features  # type: ignore[attr-defined]
+        return search.strategy, list(search.callbacks)
     raise SurrogateError(f"unknown search {name!r}: give a strategy ({', '.join(STRATEGIES)}), a cost model for "
                          f"a guided search ({', '.join(MODELS)}), or a cost model + \"+blind\" or \"+pretrained\"")
 
