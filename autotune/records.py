@@ -1,11 +1,16 @@
 """Tuning records: one JSON line per measurement, with a schema version in every line.
 
-A log is append-only. Each record is written with a single write of the whole line on a file
-opened for appending, and flushed, so a tuner killed with SIGKILL loses at most the line it was
-writing. Loading skips a truncated or corrupt line with a warning naming the file and line; a
-record from a newer schema raises RecordError. A log is untrusted input: `Record.task()` and
-`Record.validated_config()` check the operator, shape and every knob value against the
-template's declared space before anything is lowered or compiled.
+A log is append-only. Each record is appended whole under an exclusive lock on the log (so
+several tuners may share one), short writes are completed, and the line is fsynced before append
+returns (RecordLog(fsync=False): flushed to the OS only); a write that fails (a full disk, an I/O
+error) is cut back off and raised as one RecordError, so no torn line is left behind.
+
+Loading streams the file: a line over MAX_LINE bytes is skipped without ever being held whole,
+and every line that is not a valid record (bad JSON, nesting too deep, duplicate keys, NaN, a
+schema version < 1 or newer than this autotune, threads < 1, costs outside physical bounds, ...)
+is skipped with a warning naming the file and line; the rest of the log still loads. A log is
+untrusted input: `Record.task()` and `Record.validated_config()` check the operator, shape and
+every knob value against the template's declared space before anything is lowered or compiled.
 
 Example::
 
@@ -20,20 +25,24 @@ Example::
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import stat
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from autotune.errors import AutotuneError
 
 SCHEMA_VERSION = 1
 ERROR_KINDS = ("compile_error", "compile_timeout", "runtime_error", "run_timeout", "wrong_answer", "worker_crashed")
 MAX_LINE = 1 << 20
+MIN_SECONDS, MAX_SECONDS = 1e-9, 86400.0  # what one measured call can physically take
+MAX_CONFIG_KNOBS, MAX_LIST = 256, 64
 
 
 class RecordError(AutotuneError, ValueError):
@@ -100,6 +109,8 @@ class Record:
         v = d.get("v")
         if not isinstance(v, int) or isinstance(v, bool):
             raise RecordError("missing schema version 'v'")
+        if v < 1:
+            raise RecordError(f"schema version must be >= 1, got {v}")
         if v > SCHEMA_VERSION:
             raise RecordError(f"record has schema version {v}, newer than this autotune reads ({SCHEMA_VERSION}); "
                               "upgrade autotune to read this log")
@@ -116,22 +127,27 @@ class Record:
             raise RecordError("field 'shape' must map dimension names to integers")
         costs = d.get("costs")
         if costs is not None:
-            if (not isinstance(costs, list) or len(costs) > 10000
-                    or not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0 and math.isfinite(c)
-                               for c in costs)):
-                raise RecordError("field 'costs' must be a list of positive finite seconds or null")
+            if (not isinstance(costs, list) or not 0 < len(costs) <= 10000
+                    or not all(_number(c) and MIN_SECONDS <= c <= MAX_SECONDS for c in costs)):
+                raise RecordError(f"field 'costs' must be null or a list of seconds in [{MIN_SECONDS:g}, "
+                                  f"{MAX_SECONDS:g}]")
         err = d.get("error")
         if err is not None and err not in ERROR_KINDS:
             raise RecordError(f"field 'error' must be null or one of {ERROR_KINDS}, got {err!r}")
         cs = d.get("compile_s")
-        if cs is not None and (not isinstance(cs, (int, float)) or isinstance(cs, bool)):
-            raise RecordError("field 'compile_s' must be a number or null")
+        if cs is not None and not (_number(cs) and 0 <= cs <= MAX_SECONDS):
+            raise RecordError(f"field 'compile_s' must be null or seconds in [0, {MAX_SECONDS:g}]")
+        config = need("config", dict)
+        if len(config) > MAX_CONFIG_KNOBS or not all(
+                isinstance(k, str) and (_scalar(x) or isinstance(x, list) and len(x) <= MAX_LIST and all(map(_scalar, x)))
+                for k, x in config.items()):
+            raise RecordError("field 'config' must map knob names to numbers, strings, booleans or short lists of them")
         strat = d.get("strategy")
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
         return cls(op=op, shape=shape, dtype=need("dtype", str), threads=threads,
-                   config=need("config", dict), costs=costs, error=err, message=str(d.get("message", ""))[:2000],
+                   config=config, costs=costs, error=err, message=str(d.get("message", ""))[:2000],
                    compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v)
@@ -156,26 +172,49 @@ class Record:
 
 
 class RecordLog:
-    """An append-only JSON-lines log. Every append is one flushed write of a whole line."""
+    """An append-only JSON-lines log. Every append writes one whole line under an exclusive lock on
+    the file, fsynced (fsync=False: left to the OS), or raises RecordError and leaves no part of it.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    >>> import tempfile, os
+    >>> log = RecordLog(os.path.join(tempfile.mkdtemp(), "log.jsonl"), fsync=False)
+    >>> log.fsync
+    False
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.path = Path(path)
+        self.fsync = fsync
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, record: Record) -> None:
         line = record.to_line().encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        _regular_or_absent(self.path)
         try:
-            # a previous writer killed mid-line leaves no newline: start on a fresh line
-            if os.fstat(fd).st_size > 0:
-                with open(self.path, "rb") as f:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":
-                        line = b"\n" + line
-            os.write(fd, line)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise RecordError(f"cannot open the tuning log {self.path} for appending: {e.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            # a writer killed mid-line leaves no newline: start on a fresh line
+            if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                if self.fsync:
+                    os.fsync(fd)
+            except OSError as e:
+                try:
+                    os.ftruncate(fd, size)  # no torn line behind: the log ends where it did
+                except OSError:
+                    pass
+                raise RecordError(f"cannot append to the tuning log {self.path}: {e.strerror}; the record was not "
+                                  "kept (free space or fix the disk, then resume from the log)") from None
         finally:
-            os.close(fd)
+            os.close(fd)  # closing releases the lock
 
     def extend(self, records: Iterable[Record]) -> None:
         for r in records:
@@ -186,9 +225,10 @@ class RecordLog:
 
 
 def load_records(path: str | os.PathLike[str], *, strict: bool = False) -> list[Record]:
-    """All readable records of a log. A corrupt or truncated line is skipped with a warning
-    naming the file and line (or raises with strict=True); a newer schema always raises."""
+    """All valid records of a log, streamed. A line that is not a valid record is skipped with a
+    warning naming the file and line (strict=True: raises instead); the rest still loads."""
     path = Path(path)
+    _regular_or_absent(path)
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -197,30 +237,40 @@ def load_records(path: str | os.PathLike[str], *, strict: bool = False) -> list[
         raise RecordError(f"cannot read tuning log {path}: {e.strerror}") from None
     out: list[Record] = []
     with f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
+        for lineno, raw in _lines(f, MAX_LINE):
             try:
-                if len(raw) > MAX_LINE:
+                if raw is None:
                     raise RecordError(f"line longer than {MAX_LINE} bytes")
-                d = json.loads(raw)
-                out.append(Record.from_json(d))
-            except (ValueError, RecordError) as e:
-                if isinstance(e, RecordError) and "newer than this autotune" in str(e):
-                    raise RecordError(f"{path}:{lineno}: {e}") from None
-                msg = f"{path}:{lineno}: skipped a corrupt record ({e})"
+                if not raw.strip():
+                    continue
+                out.append(Record.from_json(json.loads(raw, object_pairs_hook=_unique_keys,
+                                                       parse_constant=_no_constant)))
+            except (ValueError, RecordError, RecursionError) as e:
+                why = "JSON nested too deeply" if isinstance(e, RecursionError) else str(e)[:300]
+                msg = f"{path}:{lineno}: skipped a record that is not valid ({why})"
                 if strict:
                     raise RecordError(msg) from None
                 warnings.warn(msg, RuntimeWarning, stacklevel=2)
     return out
 
 
-def best_per_task(records: Iterable[Record]) -> dict[str, Record]:
-    """The fastest successful record of each task key."""
-    best: dict[str, Record] = {}
+def best_per_task(records: Iterable[Record], *, valid: bool = True) -> dict[str, Record]:
+    """The fastest successful record of each task key whose config is valid for its task (an
+    invalid faster record never hides a valid one); valid=False: the fastest, unchecked."""
+    by_task: dict[str, list[Record]] = {}
     for r in records:
-        if r.ok and (r.key not in best or r.seconds < best[r.key].seconds):
-            best[r.key] = r
+        if r.ok:
+            by_task.setdefault(r.key, []).append(r)
+    best: dict[str, Record] = {}
+    for key, rs in by_task.items():
+        for r in sorted(rs, key=lambda r: r.seconds):
+            if valid:
+                try:
+                    r.validated_config()
+                except RecordError:
+                    continue
+            best[key] = r
+            break
     return best
 
 
@@ -254,6 +304,58 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) 
                 log.append(r)
                 n += 1
     return n
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _scalar(x: Any) -> bool:
+    return isinstance(x, (str, bool)) or _number(x)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise RecordError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise RecordError(f"{name} is not a number a record may hold")
+
+
+def _regular_or_absent(path: Path) -> None:
+    """A log is a regular file (a FIFO or a device would block or never end)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise RecordError(f"cannot use tuning log {path}: {e.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise RecordError(f"{path} is not a regular file: a tuning log must be a file")
+
+
+def _lines(f: Any, cap: int) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of each line; None for a line over `cap` bytes, which is read past in
+    chunks and never held whole."""
+    lineno = 0
+    while True:
+        raw = f.readline(cap + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > cap and not raw.endswith(b"\n"):
+            while True:
+                chunk = f.readline(1 << 16)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            yield lineno, None
+        else:
+            yield lineno, raw
 
 
 def from_target(records: Iterable[Record], target: Mapping[str, Any], *, any_target: bool = False,

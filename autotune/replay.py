@@ -48,12 +48,12 @@ def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner
     if records and not usable:
         raise AutotuneError(f"every record of the log was measured on another ISA than this machine's "
                             f"({here['isa']}): pass --any-target (any_target=True) to replay them anyway")
-    best = best_per_task(usable)
+    best, fastest = best_per_task(usable), best_per_task(usable, valid=False)
     rows: list[ReplayRow] = []
     inputs: list[MeasureInput] = []
     keep: list[tuple[str, Record, Task]] = []
-    for key in sorted(best):
-        rec = best[key]
+    for key in sorted(fastest):  # a task with no valid record gets a row saying why
+        rec = best.get(key, fastest[key])
         try:
             task = rec.task()
             if threads is not None:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
-from autotune.records import (SCHEMA_VERSION, Record, RecordError, RecordLog, best_per_task, distill,
+from autotune.records import (MAX_LINE, SCHEMA_VERSION, Record, RecordError, RecordLog, best_per_task, distill,
                               from_target, load_records, merge)
 from autotune.replay import replay_log
 from autotune.target import cpu_model, isa
@@ -52,13 +53,118 @@ def test_corrupt_and_truncated_lines_are_skipped_with_file_and_line(tmp_path: Pa
         load_records(p, strict=True)
 
 
-def test_newer_schema_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_newer_schema_line_says_upgrade_and_the_rest_still_loads(tmp_path: Path) -> None:
     p = tmp_path / "c.jsonl"
     d = rec().to_json()
     d["v"] = SCHEMA_VERSION + 1
-    p.write_text(json.dumps(d) + "\n")
-    with pytest.raises(RecordError, match="upgrade autotune"):
-        load_records(p)
+    p.write_text(json.dumps(d) + "\n" + rec().to_line())
+    with pytest.warns(RuntimeWarning, match="c.jsonl:1: .*upgrade autotune"):
+        assert len(load_records(p)) == 1
+    with pytest.raises(RecordError, match="c.jsonl:1: .*upgrade autotune"):
+        load_records(p, strict=True)
+
+
+def _line(**changes: object) -> str:
+    d = rec().to_json()
+    d.update(changes)
+    return json.dumps(d, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("bad,why", [
+    ("[" * 200000 + "]" * 200000, "nested too deeply"),
+    (_line(v=0), "schema version must be >= 1"),
+    (_line(v=-7), "schema version must be >= 1"),
+    (_line(threads=-3), "threads.*>= 1"),
+    (_line(costs=[1e-300]), "costs"),
+    (_line(costs=[]), "costs"),
+    (_line(compile_s=-1), "compile_s"),
+    (_line().replace('"op":"matmul"', '"op":"matmul","op":"conv2d"'), "duplicate key 'op'"),
+    (_line().replace("0.001", "NaN"), "NaN is not a number"),
+    (_line(config={"mr": [[[4]]]}), "config"),
+    ("{" * 5 + "garbage", "not valid"),
+])
+def test_a_hostile_line_is_one_warning_with_file_and_line_and_the_rest_loads(tmp_path: Path, bad: str, why: str) -> None:
+    p = tmp_path / "h.jsonl"
+    p.write_text(rec().to_line() + bad + "\n" + rec(2e-3).to_line())
+    with pytest.warns(RuntimeWarning, match=f"h.jsonl:2: skipped .*{why}") as caught:
+        assert [r.seconds for r in load_records(p)] == [1e-3, 2e-3]
+    assert len(caught) == 1
+
+
+def test_a_line_over_the_cap_is_skipped_without_holding_it_and_a_fifo_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "long.jsonl"
+    with open(p, "wb") as f:
+        f.write(b"x" * (3 * MAX_LINE))  # no newline at all, then a record after one
+        f.write(b"\n" + rec().to_line().encode())
+    with pytest.warns(RuntimeWarning, match="long.jsonl:1: .*longer than"):
+        assert len(load_records(p)) == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(RecordError, match="not a regular file"):
+        load_records(fifo)
+    with pytest.raises(RecordError, match="not a regular file"):
+        RecordLog(fifo).append(rec())
+
+
+def test_an_invalid_fastest_record_does_not_hide_the_valid_best() -> None:
+    bad = rec(1e-6, dict(GOOD, kc=7))  # faster, but outside the space
+    good = rec(1e-3)
+    assert best_per_task([bad, good])[good.key] is good
+    assert best_per_task([bad, good], valid=False)[good.key] is bad
+
+
+def test_a_failed_append_leaves_no_torn_line(tmp_path: Path) -> None:
+    """A file-size limit makes the write come up short and then fail, as a full disk does."""
+    import multiprocessing as mp
+    path = tmp_path / "full.jsonl"
+    RecordLog(path).append(rec())
+    size = path.stat().st_size
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_append_over_limit, args=(str(path), size + 100, q))
+    p.start()
+    p.join()
+    assert "cannot append to the tuning log" in q.get(timeout=10) and "not kept" in q.get(timeout=10)
+    assert path.stat().st_size == size  # cut back: the log ends where it did
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_records(path)) == 1
+
+
+def _append_over_limit(path: str, limit: int, q: object) -> None:
+    import resource
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        RecordLog(path).append(rec())
+        q.put("appended")  # type: ignore[attr-defined]
+        q.put("")  # type: ignore[attr-defined]
+    except RecordError as e:
+        q.put(str(e))  # type: ignore[attr-defined]
+        q.put(str(e))  # type: ignore[attr-defined]
+
+
+def test_appends_are_whole_lines_from_many_processes(tmp_path: Path) -> None:
+    import multiprocessing as mp
+    path = tmp_path / "shared.jsonl"
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(str(path), i)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        records = load_records(path)
+    assert len(records) == 4 * 50
+    assert all(line for line in path.read_text().split("\n")[:-1])  # no blank or torn lines
+
+
+def _append_many(path: str, i: int) -> None:
+    log = RecordLog(path, fsync=False)
+    for n in range(50):
+        log.append(rec(1e-3 * (1 + i + n / 100)))
 
 
 def test_best_distill_merge_filter(tmp_path: Path) -> None:
