@@ -170,7 +170,7 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
     measurement of the task in the log (a reused log counts)."""
     import tempfile
 
-    from autotune.cost_model.guided import make_search
+    from autotune.search.guided import make_search
     from autotune.records import RecordLog, load_records
     from autotune.tuner import Tuner, TuneOptions
     from measure.local import LocalRunner, LocalRunnerOptions

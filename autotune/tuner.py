@@ -156,7 +156,7 @@ def tune(*, op: Any, shape: Any, dtype: str = "float32", threads: int | None = N
     task = Task.create(op, shape, dtype, threads)
     callbacks: list[Callback] = []
     if cost_model or pretrained:
-        from autotune.cost_model.guided import guided_search
+        from autotune.search.guided import guided_search
         strat, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
         callbacks.append(updater)
     else:

@@ -103,7 +103,7 @@ def _search(name: str, task: Task, seed: int, features: dict[Config, np.ndarray]
     roofline prior), a cost-model name + "+blind" for one with no prior, or a cost-model name +
     "+pretrained" for one that starts from the saved model `pretrained`."""
     from autotune.cost_model import MODELS
-    from autotune.cost_model.guided import guided_search
+    from autotune.search.guided import guided_search
     from autotune.search import STRATEGIES, make_strategy
     if name in STRATEGIES:
         return make_strategy(name, task.space(), seed=seed), []

@@ -20,12 +20,12 @@ from autotune.records import load_records
 
 def train_model(logs: Sequence[str], kind: str, objective: str, out: str) -> int:
     records = [r for p in logs for r in load_records(p)]
+    model = make_model(kind, objective=objective)
     t0 = time.perf_counter()
-    data = Dataset.from_records(records, graphs=kind == "gnn")
+    data = Dataset.from_records(records, graphs=model.needs_graphs)
     t1 = time.perf_counter()
     if len(data) < 2:
         raise AutotuneError("the logs hold fewer than 2 usable measurements: nothing to learn from")
-    model = make_model(kind, objective=objective)
     model.fit(data)
     t2 = time.perf_counter()
     save_prior(model, data, out)
@@ -59,8 +59,8 @@ def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | 
     each task of the log first, as tuning that task would (autotune.cost_model.transfer)."""
     model = load_model(model_path)
     records = load_records(log)
-    data = Dataset.from_records(records, graphs=getattr(model, "needs_graphs", False))
-    if "training" not in read_model_file(model_path) or getattr(model, "needs_graphs", False):
+    data = Dataset.from_records(records, graphs=model.needs_graphs)
+    if "training" not in read_model_file(model_path) or model.needs_graphs:
         scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
     else:
         scores, groups = np.zeros(len(data)), np.array(data.groups, dtype=object)
