@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from autotune.cost_model import MODELS, TRAINABLE
+from autotune.cost_model import CPU_MODELS, TRAINABLE_MODELS
 from autotune.errors import AutotuneError
 from autotune.search import STRATEGIES
 from autotune.tuning import RUNNERS
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     def search_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--strategy", default=None, choices=list(STRATEGIES),
                         help="search strategy (default: evolutionary)")
-        sp.add_argument("--cost-model", choices=list(MODELS), default=None,
+        sp.add_argument("--cost-model", choices=list(CPU_MODELS), default=None,
                         help="steer the evolutionary search with a cost model refitted every batch (it starts "
                         "from the CPU roofline estimate, or from --pretrained); not with another --strategy")
         sp.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
     tm = sub.add_parser("train-model", help="train a cost model on tuning logs and save it")
     tm.add_argument("logs", nargs="+", help="tuning logs to learn from")
-    tm.add_argument("--model", choices=list(TRAINABLE), default="xgb")
+    tm.add_argument("--model", choices=list(TRAINABLE_MODELS), default="xgb")
     tm.add_argument("--objective", choices=["rank", "regression"], default="rank")
     tm.add_argument("--out", required=True, help="model file to write (JSON)")
 
@@ -245,10 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tune":
             return cmd_tune(args)
         if args.command == "train-model":
-            from autotune.cost_model.evaluate import train_model
+            from autotune.model_commands import train_model
             return train_model(args.logs, args.model, args.objective, args.out)
         if args.command == "evaluate-model":
-            from autotune.cost_model.evaluate import evaluate_model
+            from autotune.model_commands import evaluate_model
             return evaluate_model(args.model, args.log, args.plot, args.json_out)
         if args.command == "sweep":
             return cmd_sweep(args)

@@ -61,7 +61,7 @@ def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_mode
         name = strategy if isinstance(strategy, str) else type(strategy).__name__
         raise AutotuneError(f"a cost model steers the evolutionary search; strategy {name!r} cannot use one: "
                             "drop the strategy or the cost model")
-    from autotune.cost_model.guided import guided_search
+    from autotune.search.guided import guided_search
     search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, roofline=roofline, seed=seed)
     return Search(search, (updater,))
 
@@ -90,8 +90,8 @@ def make_runner(runner: str | Runner | None = None, *, task: Task | None = None,
 
 
 def _backend_runner(task: Task | None) -> str:
-    from templates.tpu import is_tpu
-    return "tpu_emulator" if task is not None and is_tpu(task.op) else "local"
+    from autotune.backends import backend_of
+    return backend_of(task).runner if task is not None else "local"
 
 
 @contextlib.contextmanager

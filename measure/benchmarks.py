@@ -224,7 +224,7 @@ def search_efficiency(args: argparse.Namespace) -> dict:
     prefix are re-timed too). Tasks: --tasks "op:shape,op:shape,..."; the long random logs in
     --workdir are reused; --analyze-only recounts from the logs there."""
     from autotune.cost_model import Dataset
-    from autotune.cost_model.guided import guided_search
+    from autotune.search.guided import guided_search
     from autotune.records import RecordLog, load_records
     from autotune.search import make_strategy
     from autotune.tuner import Tuner, TuneOptions
@@ -484,7 +484,7 @@ def surrogate_efficiency(args: argparse.Namespace) -> dict:
     if len(kinds) > 1:
         raise SystemExit(f"--compare {args.compare!r}: pretrained searches of one model kind at a time")
     tasks = _tasks(args)
-    graphs = bool(kinds) and getattr(make_model(kinds[0]), "needs_graphs", False)
+    graphs = bool(kinds) and make_model(kinds[0]).needs_graphs
     feats = [(t.key(), Dataset.from_records((r for r in records if r.key == t.key()), graphs=graphs))
              for t in tasks] + _corpus(args.corpus, tasks, graphs) if kinds else []
     out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}

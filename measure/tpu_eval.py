@@ -19,12 +19,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from autotune.backends.tpu.emulator import PRESETS, TileError, emulate
+from autotune.backends.tpu.features import CONFIG_FEAT, tpu_graph
 from autotune.cost_model import Dataset, make_model
 from autotune.cost_model.metrics import kendall_tau
-from autotune.cost_model.tpu_features import CONFIG_FEAT, tpu_graph
 from autotune.space import Config
 from autotune.task import Task
-from measure.tpu_emulator import PRESETS, TileError, emulate
 from templates.tpu import FAMILIES, random_kernel, tiled_kernel
 
 MODELS = ("analytical", "xgb", "lgbm", "gnn", "random")
@@ -123,7 +123,7 @@ def splits(kernels: Sequence[KernelData], seed: int) -> list[tuple[str, list[Ker
 def calls_to_best(kind: str, model_path: str | None, kernels: Sequence[KernelData], batch: int = 2,
                   budget: int = 40, seed: int = 0) -> list[int]:
     """Emulator calls the model-guided search needs to reach each kernel's best tile."""
-    from autotune.cost_model.guided import guided_search
+    from autotune.search.guided import guided_search
     from autotune.tuner import Tuner, TuneOptions
     from measure.tpu_runner import TpuRunner
     out = []

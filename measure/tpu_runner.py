@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from autotune.backends.tpu.emulator import PRESETS, TileError, TpuCoreConfig, emulate
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, config_error
-from measure.tpu_emulator import PRESETS, TileError, TpuCoreConfig, emulate
+from templates.tpu import tiled_kernel
 
 
 class TpuRunner:
@@ -23,12 +24,13 @@ class TpuRunner:
         self.calls = 0
 
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
-        from templates.tpu import is_tpu, tiled_kernel
         out = []
         for inp in inputs:
             self.calls += 1
-            if not is_tpu(inp.task.op):
-                out.append(MeasureResult(None, ErrorKind.COMPILE_ERROR, f"{inp.task.op} is not a TPU kernel template"))
+            backend = inp.task.template.backend
+            if backend != "tpu_emulator":
+                out.append(MeasureResult(None, ErrorKind.COMPILE_ERROR,
+                                         f"{inp.task.op} is a {backend} template, not a TPU kernel template"))
                 continue
             bad = config_error(inp)
             if bad is not None:

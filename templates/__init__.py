@@ -13,6 +13,7 @@ from templates.base import CodegenOptions, Template
 from templates import matmul
 from templates import conv2d, depthwise_conv2d, pool2d
 from templates import batch_matmul, dense_bias_relu, layernorm, softmax
+from templates import tpu
 
 TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE, pool2d.TEMPLATE,
                                                     batch_matmul.TEMPLATE, dense_bias_relu.TEMPLATE, softmax.TEMPLATE,
@@ -20,6 +21,9 @@ TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TE
 
 
 USER_MODULES: list[str] = []  # modules of templates registered at run time (workers import them)
+
+
+HIDDEN: dict[str, Template] = dict(tpu.TPU_TEMPLATES)  # library templates resolvable by name, not listed: the TPU kernels
 
 
 DERIVED: dict[str, Template] = {}  # template-free ops made by @autotune.op: resolvable, not listed
@@ -35,9 +39,9 @@ def register(template: Template, module: str | None = None, *, listed: bool = Tr
     if not isinstance(template, Template):
         raise AutotuneError(f"register() takes a Template, got {type(template).__name__}")
     registry = TEMPLATES if listed else DERIVED
-    existing = TEMPLATES.get(template.name) or DERIVED.get(template.name)
+    existing = TEMPLATES.get(template.name) or HIDDEN.get(template.name) or DERIVED.get(template.name)
     if existing is not None and existing is not template and existing.define is not template.define \
-            and (listed or template.name in TEMPLATES):
+            and (listed or template.name in TEMPLATES or template.name in HIDDEN):
         raise AutotuneError(f"an operator named {template.name!r} is already registered")
     registry[template.name] = template
     if module == "__main__":  # a script: workers run it by path under another name (its main guard holds)
@@ -53,15 +57,10 @@ def get_template(name: str | Template) -> Template:
     """A template by name (or the template itself)."""
     if isinstance(name, Template):
         return name
-    if name not in TEMPLATES and isinstance(name, str) and name.startswith("tpu_"):
-        from templates.tpu import TPU_TEMPLATES
-        if name in TPU_TEMPLATES:
-            return TPU_TEMPLATES[name]
-    if name not in TEMPLATES and name in DERIVED:
-        return DERIVED[name]
-    if name not in TEMPLATES:
-        raise AutotuneError(f"unknown operator {name!r}; known operators: {', '.join(sorted(TEMPLATES))}")
-    return TEMPLATES[name]
+    for registry in (TEMPLATES, HIDDEN, DERIVED):
+        if name in registry:
+            return registry[name]
+    raise AutotuneError(f"unknown operator {name!r}; known operators: {', '.join(sorted(TEMPLATES))}")
 
 
-__all__ = ["CodegenOptions", "DERIVED", "TEMPLATES", "Template", "USER_MODULES", "get_template", "register"]
+__all__ = ["CodegenOptions", "DERIVED", "HIDDEN", "TEMPLATES", "Template", "USER_MODULES", "get_template", "register"]

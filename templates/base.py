@@ -33,6 +33,9 @@ class Template:
     define_for(shape, dtype, cfg) -> the definition that config schedules, when not define's
     reference(*inputs) -> the expected output, in NumPy
     flops(shape) -> floating-point operations (or bytes moved, for memory-bound operators)
+    backend: where its kernels run, the name of an autotune.backends backend ("cpu": Numba on
+    this CPU; "tpu_emulator": the emulated TPU core); cost-model features, program graphs, the
+    search's prior and the default runner are that backend's
     """
     name: str
     description: str
@@ -52,6 +55,7 @@ class Template:
     # the definition a config schedules, where a knob chooses between equivalent definitions (same
     # inputs, same output; e.g. conv2d over a flattened padded image); default: define
     define_for: Callable[[Shape, str, Config], Tensor] | None = None
+    backend: str = "cpu"
 
     def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
         """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""

@@ -19,15 +19,17 @@ LAYERS: dict[str, int] = {
     "autotune.schedule": 2,
     "autotune.codegen": 3,
     "autotune.space": 4,
+    "autotune.backends.tpu.emulator": 4,  # a pure model of a TPU core, beneath the TPU templates
     "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
     "autotune.target": 6, "autotune.task": 6, "autotune.records": 6, "autotune.runner": 6,
-    "autotune.cost_model": 7,
+    "autotune.backends": 6,  # the registry; the backends themselves sit with the cost models they feed
+    "autotune.cost_model": 7, "autotune.backends.cpu": 7, "autotune.backends.tpu": 7,
     "autotune.search": 8,
     "autotune.tuner": 9, "autotune.progress": 9,
     "autotune.tuning": 10,
     "measure": 10,  # runners and experiments: on top of the engine, beside the assembly point
     "autotune.api": 11, "autotune.cli": 11, "autotune.distributed": 11, "autotune.bench": 11,
-    "autotune.replay": 11, "autotune.report": 11, "autotune.__main__": 11, "autotune": 12,
+    "autotune.replay": 11, "autotune.report": 11, "autotune.model_commands": 11, "autotune.__main__": 11, "autotune": 12,
 }
 # the assembly point and the entry points pick runners: the only engine modules that import measure/
 MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli")

@@ -1,5 +1,8 @@
-"""Cost models over loop-nest features: learned (XGBoost, LightGBM, a GNN), the CPU roofline
-estimate (nothing to learn), and a random baseline.
+"""Cost models over config features: learned (XGBoost, LightGBM, a GNN), the CPU roofline
+estimate and the TPU analytical model (nothing to learn), and a random baseline.
+
+Every model is one entry of REGISTRY; make_model, load_model and the name lists (MODELS, CPU_MODELS,
+TRAINABLE_MODELS) come from it. Adding a cost model is one module plus one entry.
 
     >>> from autotune.cost_model import make_model
     >>> make_model("random").kind
@@ -7,8 +10,10 @@ estimate (nothing to learn), and a random baseline.
 """
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from autotune.cost_model.base import CostModel, Dataset, ModelError, read_model_file
 from autotune.cost_model.lgbm_model import LGBMModel
@@ -19,41 +24,66 @@ from autotune.cost_model.xgb_model import XGBModel
 if TYPE_CHECKING:
     from autotune.task import Task
 
-MODELS = ("xgb", "lgbm", "gnn", "random", "analytical", "roofline")
-TRAINABLE = ("xgb", "lgbm", "gnn", "random")  # what `autotune train-model` can fit
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A cost model in the registry.
+
+    path: "module:Class" of its class (imported on first use); the class has `load(path)`.
+    make(cls, objective, seed, task): a fresh model (objective "rank" or "regression"; task: the
+    task it will score, or None).
+    cpu: it scores CPU loop-nest features (a choice of `autotune tune --cost-model`).
+    trainable: `autotune train-model` saves it fitted to logs.
+    """
+    path: str
+    make: Callable[[Any, str, int, "Task | None"], CostModel]
+    cpu: bool = True
+    trainable: bool = True
+
+    def load_class(self) -> Any:
+        module, name = self.path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+REGISTRY: dict[str, ModelEntry] = {
+    "xgb": ModelEntry("autotune.cost_model.xgb_model:XGBModel",
+                      lambda cls, objective, seed, task: cls(objective=objective, seed=seed)),
+    "lgbm": ModelEntry("autotune.cost_model.lgbm_model:LGBMModel",
+                       lambda cls, objective, seed, task: cls(objective=objective, seed=seed)),
+    "gnn": ModelEntry("autotune.cost_model.gnn_model:GNNModel",
+                      lambda cls, objective, seed, task: cls(loss="mse" if objective == "regression" else "rank_logistic",
+                                                             seed=seed)),
+    "random": ModelEntry("autotune.cost_model.random_model:RandomModel",
+                         lambda cls, objective, seed, task: cls(seed=seed)),
+    # scores the TPU emulator's tile features (its roofline columns), not CPU loop nests
+    "analytical": ModelEntry("autotune.cost_model.analytical:AnalyticalModel",
+                             lambda cls, objective, seed, task: cls(), cpu=False, trainable=False),
+    "roofline": ModelEntry("autotune.cost_model.roofline:RooflineModel",
+                           lambda cls, objective, seed, task: cls.for_task(task) if task is not None else cls(),
+                           trainable=False),
+}
+MODELS = tuple(REGISTRY)
+CPU_MODELS = tuple(name for name, e in REGISTRY.items() if e.cpu)
+TRAINABLE_MODELS = tuple(name for name, e in REGISTRY.items() if e.trainable)
 
 
 def make_model(kind: str, *, objective: str = "rank", seed: int = 0, task: "Task | None" = None) -> CostModel:
     """A fresh model by name: one of MODELS. `task`: the task it will score, for a model that
     needs to know it (the roofline: the task's dtype and threads on this machine)."""
-    if kind == "xgb":
-        return XGBModel(objective=objective, seed=seed)
-    if kind == "lgbm":
-        return LGBMModel(objective=objective, seed=seed)
-    if kind == "random":
-        return RandomModel(seed=seed)
-    if kind == "roofline":
-        return RooflineModel.for_task(task) if task is not None else RooflineModel()
-    if kind == "analytical":
-        from autotune.cost_model.analytical import AnalyticalModel
-        return AnalyticalModel()
-    if kind == "gnn":
-        from autotune.cost_model.gnn_model import GNNModel
-        return GNNModel(loss="mse" if objective == "regression" else "rank_logistic", seed=seed)
-    raise ModelError(f"unknown cost model {kind!r}; choose one of {', '.join(MODELS)}")
+    entry = REGISTRY.get(kind)
+    if entry is None:
+        raise ModelError(f"unknown cost model {kind!r}; choose one of {', '.join(MODELS)}")
+    return entry.make(entry.load_class(), objective, seed, task)
 
 
 def load_model(path: str | Path) -> CostModel:
     """A saved model of any kind."""
     kind = read_model_file(path)["kind"]
-    from autotune.cost_model.gnn_model import GNNModel
-    from autotune.cost_model.analytical import AnalyticalModel
-    cls = {"xgb": XGBModel, "lgbm": LGBMModel, "random": RandomModel, "gnn": GNNModel,
-           "analytical": AnalyticalModel, "roofline": RooflineModel}.get(kind)
-    if cls is None:
-        raise ModelError(f"{path}: unknown model kind {kind!r}")
-    return cls.load(path)  # type: ignore[attr-defined]
+    entry = REGISTRY.get(kind)
+    if entry is None:
+        raise ModelError(f"{path}: unknown model kind {kind!r}; known kinds: {', '.join(MODELS)}")
+    return entry.load_class().load(path)  # type: ignore[no-any-return]
 
 
-__all__ = ["MODELS", "TRAINABLE", "CostModel", "Dataset", "LGBMModel", "ModelError", "RandomModel", "RooflineModel", "XGBModel",
-           "load_model", "make_model"]
+__all__ = ["CPU_MODELS", "MODELS", "REGISTRY", "TRAINABLE_MODELS", "CostModel", "Dataset", "LGBMModel", "ModelEntry",
+           "ModelError", "RandomModel", "RooflineModel", "XGBModel", "load_model", "make_model"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from autotune.cost_model.base import Dataset, as_matrix, read_model_file, write_model_file
-from autotune.cost_model.tpu_features import ROOFLINE_COLS, STEPS_COL
+from autotune.backends.tpu.features import ROOFLINE_COLS, STEPS_COL
 
 
 class AnalyticalModel:
@@ -17,10 +17,11 @@ class AnalyticalModel:
 
         >>> import numpy as np
         >>> X = np.zeros((2, 30)); X[0, 28] = 3; X[1, 29] = 5
-        >>> [round(v, 3) for v in AnalyticalModel().predict(X)]
+        >>> [round(float(v), 3) for v in AnalyticalModel().predict(X)]
         [-3.0, -5.0]
     """
     kind = "analytical"
+    needs_graphs = False
 
     def fit(self, data: Dataset) -> None:
         pass

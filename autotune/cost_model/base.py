@@ -15,6 +15,7 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from autotune.cost_model.features import FEATURE_VERSION, config_features, feature_length
+from autotune.cost_model.graph import config_graph
 from autotune.errors import AutotuneError
 from autotune.records import Record
 
@@ -79,7 +80,6 @@ class Dataset:
                 try:
                     cfg = task.space().validate(r.config)
                     if graphs:
-                        from autotune.cost_model.graph import config_graph
                         g = config_graph(task, cfg)
                         gs.append(g)
                         feats.append(g.config_feat)
@@ -100,8 +100,10 @@ def as_matrix(data: "Dataset | np.ndarray") -> np.ndarray:
 
 @runtime_checkable
 class CostModel(Protocol):
-    """fit/update learn from a Dataset; predict scores features (higher = faster); save/load JSON."""
+    """fit/update learn from a Dataset; predict scores features (higher = faster); save/load JSON.
+    needs_graphs: whether it scores program graphs (Dataset.graphs) rather than feature rows alone."""
     kind: str
+    needs_graphs: bool
 
     def fit(self, data: Dataset) -> None: ...
 

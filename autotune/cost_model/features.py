@@ -20,14 +20,13 @@ Totals: number of statements, log2 total trip count, log2 bytes of local buffers
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
 from autotune.ir import expr as te
-from autotune.ir.affine import to_affine
-from autotune.ir.expr import BinOp, Call, Const, Expr, Tensor, Var
-from autotune.ir.stmt import For, Function, If, LoopNest, Seq, Stmt, Store
+from autotune.backends import backend_of
+from autotune.cost_model.loops import Loop, stores, stride, touched
+from autotune.ir.expr import BinOp, Call, Expr, Tensor
+from autotune.ir.stmt import Function, LoopNest, Store
 
 FEATURE_VERSION = 1
 LEVELS = (0, 1, 2, 3, 5, 99)
@@ -35,23 +34,6 @@ N_LOOPS = 6
 N_BUFS = 4
 KINDS = ("serial", "unroll", "vectorize", "parallel")
 ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
-
-
-@dataclass
-class _Loop:
-    var: Var
-    extent: int
-    kind: str
-
-
-def _extent(e: Expr) -> int:
-    if isinstance(e, Const):
-        return max(int(e.value), 0)
-    if isinstance(e, BinOp) and e.op == "min":
-        for side in (e.a, e.b):
-            if isinstance(side, Const):
-                return max(int(side.value), 0)
-    return 1
 
 
 def _flops(e: Expr) -> int:
@@ -68,59 +50,17 @@ def _log2(x: float) -> float:
     return math.log2(x + 1.0)
 
 
-def _collect(stmt: Stmt, stack: list[_Loop], out: list[tuple[list[_Loop], Store]]) -> None:
-    if isinstance(stmt, For):
-        stack.append(_Loop(stmt.var, _extent(stmt.extent), stmt.kind))
-        _collect(stmt.body, stack, out)
-        stack.pop()
-    elif isinstance(stmt, Seq):
-        for s in stmt.stmts:
-            _collect(s, stack, out)
-    elif isinstance(stmt, If):
-        _collect(stmt.then, stack, out)  # the full-tile branch of a versioned loop is the hot one
-    elif isinstance(stmt, Store):
-        out.append((list(stack), stmt))
-
-
-def _touched(buf: Tensor, idx: tuple[Expr, ...], inner: list[_Loop]) -> int:
-    """Distinct elements of buf read or written while the inner loops run (an upper bound)."""
-    ranges = {lp.var: (0, max(lp.extent - 1, 0)) for lp in inner}
-    total = 1
-    for d, ix in enumerate(idx):
-        a = to_affine(ix)
-        if a is None:
-            span = buf.shape[d]
-        else:
-            a = type(a)({v: c for v, c in a.terms.items() if v in ranges}, 0)
-            lo, hi = a.interval(ranges) or (0, buf.shape[d] - 1)
-            span = min(hi - lo + 1, buf.shape[d])
-        total *= max(span, 1)
-    return total
-
-
-def _stride(buf: Tensor, idx: tuple[Expr, ...], innermost: _Loop | None) -> int:
-    if innermost is None:
-        return 0
-    stride, acc = 0, 1
-    for d in reversed(range(len(idx))):
-        a = to_affine(idx[d])
-        c = a.terms.get(innermost.var, 0) if a is not None else 1
-        stride += c * acc
-        acc *= buf.shape[d]
-    return abs(stride)
-
-
 def _functions(nest: LoopNest) -> list[Function]:
     return [f for f in (nest.prologue, nest.main) if f is not None]
 
 
 def extract(nest: LoopNest) -> np.ndarray:
     """The feature vector (schema FEATURE_VERSION) of a lowered loop nest."""
-    stmts: list[tuple[list[_Loop], Store]] = []
+    stmts: list[tuple[list[Loop], Store]] = []
     scopes: dict[int, str] = {}
     local_bytes = 0
     for fn in _functions(nest):
-        _collect(fn.body, [], stmts)
+        stmts += stores(fn.body)
         for lb in fn.locals:
             scopes[id(lb.tensor)] = lb.scope
             local_bytes += math.prod(lb.tensor.shape) * ITEMSIZE[lb.tensor.dtype]
@@ -146,7 +86,7 @@ def extract(nest: LoopNest) -> np.ndarray:
         uniq.setdefault((id(b), tuple(map(repr, ix))), (b, ix))
     accs = list(uniq.values())
     store, reads = accs[0], accs[1:]
-    reads.sort(key=lambda bi: -_touched(bi[0], bi[1], loops) * ITEMSIZE[bi[0].dtype])
+    reads.sort(key=lambda bi: -touched(bi[0], bi[1], loops) * ITEMSIZE[bi[0].dtype])
     bufs = [store] + reads
     level_bytes = [0.0] * len(LEVELS)
     for b in range(N_BUFS):
@@ -155,11 +95,11 @@ def extract(nest: LoopNest) -> np.ndarray:
             item = ITEMSIZE[buf.dtype]
             for li, lev in enumerate(LEVELS):
                 inner = inner_first[:lev + 1] if lev < 99 else inner_first
-                elems = _touched(buf, ix, inner)
+                elems = touched(buf, ix, inner)
                 iters = math.prod(lp.extent for lp in inner) if inner else 1
                 level_bytes[li] += elems * item
                 feats += [_log2(elems * item), _log2(iters / max(elems, 1))]
-            s = _stride(buf, ix, inner_first[0] if inner_first else None)
+            s = stride(buf, ix, inner_first[0].var if inner_first else None)
             feats += [float(s == 0), float(s == 1), float(s > 1)]
             scope = scopes.get(id(buf), "global")
             feats += [float(scope == "global"), float(scope == "stack"), float(scope == "heap")]
@@ -186,11 +126,6 @@ def feature_length() -> int:
 
 
 def config_features(task, config) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Features of one config of a task (schedule, lower, extract; or a TPU kernel's tile features)."""
-    from templates.tpu import is_tpu
-    if is_tpu(task.op):
-        from autotune.cost_model.tpu_features import tpu_features
-        return tpu_features(task, config)
-    from autotune.schedule.lower import lower
-    sched, _ = task.schedule(config)
-    return extract(lower(sched))
+    """Features of one config of a task, as its template's backend extracts them (CPU: schedule,
+    lower, extract; the TPU emulator: the kernel's tile features)."""
+    return backend_of(task).features(task, config)

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autotune.cost_model.features import _extent, _stride, extract
+from autotune.backends import backend_of
+from autotune.cost_model.features import extract
+from autotune.cost_model.loops import extent, stride
 from autotune.ir import expr as te
 from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var
 from autotune.ir.stmt import For, If, LoopNest, Seq, Stmt, Store
@@ -75,9 +77,7 @@ class _Builder:
         return self.buffers[id(t)]
 
     def access(self, t: Tensor, idx: tuple[Expr, ...]) -> list[float]:
-        from autotune.cost_model.features import _Loop
-        inner = _Loop(self.loops[-1][0], self.loops[-1][1], "serial") if self.loops else None
-        s = _stride(t, idx, inner)
+        s = stride(t, idx, self.loops[-1][0] if self.loops else None)
         return [0, float(len(self.loops)), math.log2(math.prod(t.shape) * ITEMSIZE[t.dtype] + 1),
                 float(min(s, 2)), ITEMSIZE[t.dtype], float(len(idx))]
 
@@ -111,7 +111,7 @@ class _Builder:
 
     def stmt(self, s: Stmt, parent: int | None) -> None:
         if isinstance(s, For):
-            ext = _extent(s.extent)
+            ext = extent(s.extent)
             n = self.node(f"loop_{s.kind}", [math.log2(ext + 1), float(len(self.loops)), 0, 0, 0, 0,
                                             float(not isinstance(s.extent, Const))])
             if parent is not None:
@@ -151,11 +151,6 @@ def nest_graph(nest: LoopNest) -> ProgramGraph:
 
 
 def config_graph(task, config) -> ProgramGraph:  # type: ignore[no-untyped-def]
-    """The graph of one config: a lowered CPU loop nest, or a TPU kernel's op graph."""
-    from templates.tpu import is_tpu
-    if is_tpu(task.op):
-        from autotune.cost_model.tpu_features import tpu_graph
-        return tpu_graph(task, config)
-    from autotune.schedule.lower import lower
-    sched, _ = task.schedule(config)
-    return nest_graph(lower(sched))
+    """The graph of one config, as its template's backend builds it (CPU: the lowered loop nest's;
+    the TPU emulator: the kernel's op graph)."""
+    return backend_of(task).graph(task, config)

@@ -22,6 +22,7 @@ class LGBMModel:
         (2,)
     """
     kind = "lgbm"
+    needs_graphs = False
 
     def __init__(self, objective: str = "rank", rounds: int = 100, seed: int = 0) -> None:
         if objective not in ("rank", "regression"):

@@ -15,6 +15,7 @@ class RandomModel:
         (3,)
     """
     kind = "random"
+    needs_graphs = False
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed

@@ -10,7 +10,7 @@ of the hot statement's micro-kernel, discounted for what keeps it off the peak.
 
 It ranks the configs of a task (higher = faster) before anything is measured, so a guided
 search from scratch can start from its top picks instead of blind samples; the search judges
-it on its first measurements (autotune.cost_model.guided.ModelScorer.judge_prior) like any prior.
+it on its first measurements (autotune.search.guided.ModelScorer.judge_prior) like any prior.
 Memory traffic is not modelled: the templates block for the caches, and on the benchmark tasks'
 random configs a memory term only made the ranking worse.
 
@@ -46,6 +46,7 @@ class RooflineModel:
     """The machine: `lanes` float32 SIMD lanes, `fma_ports` FMA units of `fma_latency` cycles,
     `load_ports` loads per cycle and `registers` vector registers per core (AVX-512 defaults)."""
     kind = "roofline"
+    needs_graphs = False
 
     def __init__(self, threads: int = 1, lanes: int = 16, fma_ports: int = 2, fma_latency: int = 4,
                  load_ports: int = 2, registers: int = 32) -> None:

@@ -77,7 +77,7 @@ def save_prior(model: CostModel, data: Dataset, path: str | Path) -> None:
     """Save a model trained on `data`, with data's features and times, so that `prior_for` can
     refit it for each task it is used on (a graph model is saved as it is)."""
     model.save(path)
-    if getattr(model, "needs_graphs", False):
+    if model.needs_graphs:
         return
     keys = sorted(set(data.groups))
     index = {k: i for i, k in enumerate(keys)}
@@ -108,7 +108,7 @@ def prior_for(path: str | Path, task: Task, *, temperature: float = TEMPERATURE)
     to `task` (see the module docstring); as saved if the file carries no training set."""
     body = read_model_file(path)
     model = load_model(path)
-    if "training" not in body or getattr(model, "needs_graphs", False):
+    if "training" not in body or model.needs_graphs:
         return model
     data = _training_set(body["training"], path)
     data.task_weights = similarity_weights(data, task, temperature=temperature)

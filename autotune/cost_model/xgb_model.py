@@ -20,6 +20,7 @@ class XGBModel:
         (2,)
     """
     kind = "xgb"
+    needs_graphs = False
 
     def __init__(self, objective: str = "rank", rounds: int = 100, seed: int = 0) -> None:
         if objective not in ("rank", "regression"):

@@ -2,7 +2,9 @@
 
 Each template is a Template (a compute definition of the same math, a knob space of tile sizes)
 plus `kernel(shape, cfg) -> TiledKernel` for the emulator and `ops(shape)` for its op graph.
-They are not CPU kernels: scheduling one for Numba raises ScheduleError.
+Their backend is "tpu_emulator" (autotune.backends.tpu): features, graphs and the runner are the
+emulator's. They are not CPU kernels: scheduling one for Numba raises ScheduleError. The
+templates registry resolves them by name without listing them (templates.HIDDEN).
 
 Example::
 
@@ -23,7 +25,7 @@ import numpy as np
 from autotune.errors import ScheduleError
 from autotune.ir import te
 from autotune.space import ChoiceKnob, Config, ConfigSpace
-from measure.tpu_emulator import Block, TiledKernel
+from autotune.backends.tpu.emulator import Block, TiledKernel
 from templates.base import CodegenOptions, Shape, Template
 
 BM = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -124,7 +126,8 @@ def _fused_reduce(shape: Shape, cfg: Config) -> TiledKernel:
 
 def _tmpl(name: str, desc: str, dims: tuple[str, ...], extra: dict, define, space, flops, default: str) -> Template:  # type: ignore[no-untyped-def]
     return Template(name=name, description=desc, dims=dims, define=define, space=space, schedule=_not_cpu,
-                    reference=lambda *a, **k: None, flops=flops, default_shape=default, extra_dims=extra)
+                    reference=lambda *a, **k: None, flops=flops, default_shape=default, extra_dims=extra,
+                    backend="tpu_emulator")
 
 
 def _gemm_flops(s: Shape) -> float:
@@ -163,11 +166,8 @@ def tiled_kernel(task, cfg: Config) -> TiledKernel:  # type: ignore[no-untyped-d
 
 
 def kernel_ops(task) -> list[OpNode]:  # type: ignore[no-untyped-def]
+    """The ops of a task's kernel, for its op graph."""
     return TPU_KERNELS[task.op].ops(task.shape_dict)
-
-
-def is_tpu(op: str) -> bool:
-    return op in TPU_KERNELS
 
 
 # ---- random kernels from real model families (training data) --------------------------------

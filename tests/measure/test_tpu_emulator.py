@@ -9,7 +9,7 @@ import pytest
 from autotune.space import Config
 from autotune.task import Task
 from autotune.runner import ErrorKind, MeasureInput
-from measure.tpu_emulator import PRESETS, Block, TiledKernel, TileError, emulate
+from autotune.backends.tpu.emulator import PRESETS, Block, TiledKernel, TileError, emulate
 from measure.tpu_runner import TpuRunner
 from templates.tpu import tiled_kernel
 

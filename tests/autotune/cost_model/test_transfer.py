@@ -11,7 +11,7 @@ import pytest
 
 from autotune.cost_model import Dataset, ModelError, load_model, make_model
 from autotune.cost_model.features import config_features
-from autotune.cost_model.guided import guided_search
+from autotune.search.guided import guided_search
 from autotune.cost_model.metrics import kendall_tau
 from autotune.cost_model.transfer import prior_for, save_prior, similarity_weights
 from autotune.task import Task

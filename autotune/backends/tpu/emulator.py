@@ -28,7 +28,7 @@ blocks (double buffering). Modelled effects, each with its source:
 
 Example::
 
-    >>> from measure.tpu_emulator import Block, TiledKernel, emulate, PRESETS
+    >>> from autotune.backends.tpu.emulator import Block, TiledKernel, emulate, PRESETS
     >>> k = TiledKernel(grid=(4, 4, 8), inputs=(Block("A", (512, 1024), (128, 128), (0, 2)),
     ...                                         Block("B", (1024, 512), (128, 128), (2, 1))),
     ...                 output=Block("C", (512, 512), (128, 128), (0, 1)), mxu=(128, 128, 128), reduction_axes=(2,))
@@ -123,7 +123,7 @@ class TpuTiming:
     steps: int
 
 
-def _period(axes: tuple[int | None, ...], grid: tuple[int, ...]) -> int:
+def fetch_period(axes: tuple[int | None, ...], grid: tuple[int, ...]) -> int:
     """Steps between fetches of a block whose index depends on these grid axes (row-major)."""
     used = [a for a in axes if a is not None]
     if not used:
@@ -169,8 +169,8 @@ def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
     g, ov = core.dma_granule_bytes, core.dma_row_overhead_bytes
     c = step_compute_seconds(k, core)
     # (period, seconds) for every transfer: inputs fetched, and the output written back
-    transfers = [(_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.inputs]
-    out_period = _period(k.output.axes, k.grid)
+    transfers = [(fetch_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.inputs]
+    out_period = fetch_period(k.output.axes, k.grid)
     transfers.append((out_period, k.output.dma_bytes(g, ov) / bw))
     # periods nest (each divides the next larger one): count steps by the set of transfers they do
     transfers.sort()

@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-from measure.tpu_emulator import PRESETS, TiledKernel, _period, step_compute_seconds, vmem_usage
+from autotune.backends.tpu.emulator import PRESETS, TiledKernel, fetch_period, step_compute_seconds, vmem_usage
+from autotune.cost_model.graph import NODE_FEATS, OPCODE, ProgramGraph
 
 CONFIG_FEAT = 24
 ROOFLINE_COLS = (28, 29)  # log2 compute seconds, log2 memory seconds
@@ -35,12 +36,13 @@ def roofline(k: TiledKernel) -> tuple[float, float]:
     n = k.steps
     mem = 0.0
     for b in (*k.inputs, k.output):
-        fetches = n // _period(b.axes, k.grid)
+        fetches = n // fetch_period(b.axes, k.grid)
         mem += fetches * b.block[0] * b.block[1] * b.itemsize
     return k.flops / peak, mem / (CORE.hbm_gbps * 1e9)
 
 
 def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The feature vector of a tile config (see the module docstring)."""
     from templates.tpu import tiled_kernel
     k = tiled_kernel(task, cfg)
     s = task.shape_dict
@@ -48,13 +50,13 @@ def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
     pm, pk, pn = -(-bm // 8) * 8, -(-bk // 128) * 128, -(-bn // 128) * 128
     a, b, c = k.inputs[0], k.inputs[1], k.output
     n = k.steps
-    dma = sum(n // _period(x.axes, k.grid) * x.block[0] * x.block[1] * x.itemsize for x in (a, b, c))
+    dma = sum(n // fetch_period(x.axes, k.grid) * x.block[0] * x.block[1] * x.itemsize for x in (a, b, c))
     grid = (list(k.grid) + [1, 1, 1, 1])[:4]
     waste = (pm * pk * pn) / max(bm * bk * bn, 1)
     cf = [_l2(bm), _l2(bn), _l2(bk), _l2(pm), _l2(pn), _l2(pk), *[_l2(g) for g in grid], _l2(n),
           vmem_usage(k) / (CORE.vmem_mib * (1 << 20)), _l2(a.vmem_bytes()), _l2(b.vmem_bytes()), _l2(c.vmem_bytes()),
-          _l2(dma), _l2(k.flops), waste, math.log2(k.flops / max(dma, 1) + 1), _l2(_period(a.axes, k.grid)),
-          _l2(_period(b.axes, k.grid)), float(s.get("ew", 0)), float(task.op == "tpu_matmul_reduce"),
+          _l2(dma), _l2(k.flops), waste, math.log2(k.flops / max(dma, 1) + 1), _l2(fetch_period(a.axes, k.grid)),
+          _l2(fetch_period(b.axes, k.grid)), float(s.get("ew", 0)), float(task.op == "tpu_matmul_reduce"),
           float(a.shape[0] and (a.block[0] < bm))]
     comp, mem = roofline(k)
     kern = [_l2(s.get("B", 1)), _l2(s.get("M", a.shape[0])), _l2(s.get("N", c.shape[1])), _l2(a.shape[1]),
@@ -62,7 +64,7 @@ def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
     # per-step ingredients, relative to the roofline (scale-free, so they transfer across kernel sizes)
     step_c = step_compute_seconds(k, CORE)
     g, ov = CORE.dma_granule_bytes, CORE.dma_row_overhead_bytes
-    step_d = sum((n // _period(x.axes, k.grid)) * x.dma_bytes(g, ov) for x in (a, b, c)) / n / (CORE.hbm_gbps * 1e9)
+    step_d = sum((n // fetch_period(x.axes, k.grid)) * x.dma_bytes(g, ov) for x in (a, b, c)) / n / (CORE.hbm_gbps * 1e9)
     over = CORE.step_overhead_us * 1e-6
     best = max(comp, mem)
     rel = [math.log2(n * step_c / best), math.log2(n * step_d / best), math.log2(n * over / best),
@@ -70,9 +72,8 @@ def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
     return np.asarray(cf + kern + rel, np.float32)
 
 
-def tpu_graph(task, cfg):  # type: ignore[no-untyped-def]
+def tpu_graph(task, cfg) -> ProgramGraph:  # type: ignore[no-untyped-def]
     """The kernel's op graph (nodes: ops; edges: data flow) with the config features joined."""
-    from autotune.cost_model.graph import NODE_FEATS, OPCODE, ProgramGraph
     from templates.tpu import kernel_ops
     ops = kernel_ops(task)
     codes, feats, edges = [], [], []

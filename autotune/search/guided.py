@@ -3,7 +3,7 @@ refits the model on each batch of measurements.
 
 Example::
 
-    >>> from autotune.cost_model.guided import guided_search     # doctest: +SKIP
+    >>> from autotune.search.guided import guided_search     # doctest: +SKIP
     >>> strategy, callback = guided_search(task, "xgb")          # doctest: +SKIP
     >>> Tuner(task, strategy, runner, log, callbacks=[callback]).run(...)  # doctest: +SKIP
 """
@@ -16,16 +16,18 @@ from typing import Sequence
 
 import numpy as np
 
+from autotune.backends import backend_of
 from autotune.cost_model import CostModel, Dataset, make_model
 from autotune.cost_model.features import config_features, feature_length
+from autotune.cost_model.graph import config_graph
 from autotune.cost_model.metrics import kendall_tau
-from autotune.cost_model.roofline import RooflineModel
 from autotune.cost_model.transfer import prior_for
 from autotune.errors import AutotuneError
+from autotune.runner import MeasureResult
+from autotune.search import Strategy, make_strategy
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.space import Config
 from autotune.task import Task
-from autotune.runner import MeasureResult
 
 
 class ModelScorer:
@@ -81,7 +83,6 @@ class ModelScorer:
         return np.stack(rows) if rows else np.zeros((0, feature_length()), np.float32)
 
     def graphs(self, configs: Sequence[Config]) -> list:  # type: ignore[type-arg]
-        from autotune.cost_model.graph import config_graph
         out = []
         for c in configs:
             g = self.graph_cache.get(c)
@@ -94,7 +95,7 @@ class ModelScorer:
         """What a model scores: features, plus program graphs for graph models."""
         X = self.features(configs)
         ds = Dataset(X=np.nan_to_num(X))
-        if getattr(model or self.model, "needs_graphs", False):
+        if (model or self.model).needs_graphs:
             ok = [c for c, row in zip(configs, X) if not np.isnan(row).any()]
             gs = dict(zip(ok, self.graphs(ok)))
             ds.graphs = [gs.get(c) or gs[ok[0]] for c in configs] if ok else None
@@ -146,7 +147,7 @@ class ModelUpdater:
         keep = ~np.isnan(X).any(axis=1)
         secs = [r.median if r.ok else math.inf for r in results]
         kept = [c for c, k in zip(configs, keep) if k]
-        graphs = self.scorer.graphs(kept) if getattr(self.scorer.model, "needs_graphs", False) else None
+        graphs = self.scorer.graphs(kept) if self.scorer.model.needs_graphs else None
         self.data.add(X[keep], [s for s, k in zip(secs, keep) if k], task.key(), graphs)
         self.configs += kept
         self.scorer.measured = len(self.data)
@@ -164,16 +165,16 @@ def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str
     """A model-guided evolutionary strategy and the callback that keeps its model fitted. The
     search starts from a prior: with `pretrained`, that saved model (refitted with the training
     tasks most like this one weighing most, when the file carries its training set: see
-    autotune.cost_model.transfer); without one, the CPU roofline estimate (RooflineModel), which
-    needs no logs (roofline=False: no prior, the first batches cover the space blind). A fresh
+    autotune.cost_model.transfer); without one, the prior of the task's backend, which needs no
+    logs (on a CPU the roofline estimate, RooflineModel; the TPU emulator has none);
+    roofline=False: no prior, the first batches cover the space blind. A fresh
     `model` learns this task's measurements and takes over as they accumulate; a prior that ranks
     the first measurements badly loses its say."""
-    from templates.tpu import is_tpu
     prior: CostModel | None = None
     if pretrained is not None:
         prior = prior_for(pretrained, task)
-    elif roofline and not is_tpu(task.op):
-        prior = RooflineModel.for_task(task)
+    elif roofline:
+        prior = backend_of(task).prior(task)
     m = make_model(model, seed=seed, task=task) if isinstance(model, str) else model
     scorer = ModelScorer(m, task, prior=prior, seed=seed)
     strategy = EvolutionarySearch(task.space(), seed=seed, score=scorer, epsilon=epsilon,
@@ -184,7 +185,7 @@ def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str
 
 
 def make_search(task: Task, *, strategy: str = "evolutionary", cost_model: str | None = None,
-                pretrained: str | Path | None = None, seed: int = 0) -> tuple[object, list]:  # type: ignore[type-arg]
+                pretrained: str | Path | None = None, seed: int = 0) -> tuple[Strategy, list]:  # type: ignore[type-arg]
     """The strategy a command asked for and the tuner callbacks it needs: a cost model (or a
     pretrained one) means model-guided evolutionary search with its refitting callback.
 
@@ -195,5 +196,4 @@ def make_search(task: Task, *, strategy: str = "evolutionary", cost_model: str |
     if cost_model or pretrained:
         search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
         return search, [updater]
-    from autotune.search import make_strategy
     return make_strategy(strategy, task.space(), seed=seed), []

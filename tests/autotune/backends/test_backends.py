@@ -1,0 +1,90 @@
+"""Backends: a template's backend, never its operator's name, decides its features, program
+graph, the search's prior and the default runner."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from autotune.backends import Backend, backend_of, get_backend, register_backend
+from autotune.cost_model.features import config_features, feature_length
+from autotune.cost_model.graph import config_graph
+from autotune.cost_model.roofline import RooflineModel
+from autotune.errors import AutotuneError
+from autotune.task import Task
+from autotune.tuning import make_runner
+from measure.local import LocalRunner
+from measure.tpu_runner import TpuRunner
+from templates import TEMPLATES, get_template, register
+
+CPU = Task.create("matmul", "64x48x32", threads=1)
+TPU = Task.create("tpu_matmul", "1024x1024x1024", threads=1)
+
+
+def a_config(task: Task):  # type: ignore[no-untyped-def]
+    return task.space().sample(random.Random(0))
+
+
+def test_each_template_declares_its_backend() -> None:
+    assert CPU.template.backend == "cpu" and backend_of(CPU) is get_backend("cpu")
+    assert TPU.template.backend == "tpu_emulator" and backend_of(TPU) is get_backend("tpu_emulator")
+    assert all(t.backend == "cpu" for t in TEMPLATES.values())  # the listed operators are CPU ones
+    assert "tpu_matmul" not in TEMPLATES and get_template("tpu_matmul") is TPU.template  # resolvable, unlisted
+    assert isinstance(get_backend("cpu"), Backend) and isinstance(get_backend("tpu_emulator"), Backend)
+
+
+def test_features_graphs_priors_and_runners_come_from_the_backend() -> None:
+    assert config_features(CPU, a_config(CPU)).shape == (feature_length(),)
+    assert config_features(TPU, a_config(TPU)).shape == (35,)
+    assert config_graph(TPU, a_config(TPU)).num_nodes == 4  # the kernel's ops, not a loop nest
+    assert isinstance(get_backend("cpu").prior(CPU), RooflineModel) and get_backend("tpu_emulator").prior(TPU) is None
+    cpu_runner, tpu_runner = make_runner(task=CPU), make_runner(task=TPU)
+    try:
+        assert isinstance(cpu_runner, LocalRunner) and isinstance(tpu_runner, TpuRunner)
+    finally:
+        cpu_runner.close()
+        tpu_runner.close()
+
+
+def test_an_operator_named_like_a_tpu_kernel_is_whatever_its_backend_says() -> None:
+    t = register(dataclasses.replace(get_template("matmul"), name="tpu_lookalike"), listed=False)
+    task = Task.create(t, "64x48x32", threads=1)
+    assert config_features(task, a_config(task)).shape == (feature_length(),)
+
+
+class Doubled:
+    """A backend of its own: the CPU one with every feature doubled."""
+    name = "doubled"
+
+    def features(self, task, cfg):  # type: ignore[no-untyped-def]
+        return 2 * get_backend("cpu").features(task, cfg)
+
+    def graph(self, task, cfg):  # type: ignore[no-untyped-def]
+        return get_backend("cpu").graph(task, cfg)
+
+    def prior(self, task):  # type: ignore[no-untyped-def]
+        return None
+
+    runner = "local"
+
+
+def test_a_registered_backend_serves_the_templates_that_name_it() -> None:
+    backend = register_backend(Doubled())
+    assert get_backend("doubled") is backend and register_backend(backend) is backend
+    t = register(dataclasses.replace(get_template("matmul"), name="matmul_doubled", backend="doubled"), listed=False)
+    task = Task.create(t, "64x48x32", threads=1)
+    cfg = a_config(task)
+    np.testing.assert_array_equal(config_features(task, cfg), 2 * config_features(CPU, cfg))
+
+
+def test_backend_errors_name_the_problem() -> None:
+    with pytest.raises(AutotuneError, match="unknown backend 'gpu'; known backends: cpu, "):
+        get_backend("gpu")
+    with pytest.raises(AutotuneError, match="register_backend\\(\\) takes a Backend"):
+        register_backend(object())  # type: ignore[arg-type]
+    clash = Doubled()
+    clash.name = "cpu"  # type: ignore[misc]
+    with pytest.raises(AutotuneError, match="backend named 'cpu' is already registered"):
+        register_backend(clash)
