@@ -43,14 +43,17 @@ class LocalRunnerOptions:
     seed: int = 0
     timing_cores: tuple[int, ...] = ()
     startup_timeout: float = 180.0
+    cache_dir: str | None = None  # the workers' compile cache (AUTOTUNE_CACHE_DIR); default: the settings' one
 
 
 class _Worker:
     """One worker subprocess speaking JSON lines."""
 
-    def __init__(self, role: str, cores: Sequence[int], lock: str) -> None:
+    def __init__(self, role: str, cores: Sequence[int], lock: str, cache_dir: str | None = None) -> None:
         env = dict(os.environ)
         env.update(numba_env())
+        if cache_dir:
+            env["AUTOTUNE_CACHE_DIR"] = cache_dir
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["AUTOTUNE_WORKER_ROLE"] = role
@@ -140,7 +143,7 @@ class LocalRunner:
 
     # ---- workers ----------------------------------------------------------------------------
     def _start(self, role: str) -> _Worker:
-        w = _Worker(role, self.timing_cores if role == "measure" else [], self.lock)
+        w = _Worker(role, self.timing_cores if role == "measure" else [], self.lock, self.options.cache_dir)
         return w
 
     def _ensure_ready(self, w: _Worker) -> None:

@@ -47,3 +47,11 @@ def test_compile_timeout_is_recorded() -> None:
     with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:
         (res,) = r.run([MeasureInput(task, Config({"split": 4}))])
     assert res.error is ErrorKind.COMPILE_TIMEOUT
+
+
+def test_the_workers_compile_into_the_cache_dir_of_the_options(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    task = Task.create("faulty", {"N": 64, "mode": ft.OK}, threads=1)
+    with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=FAST, cache_dir=str(tmp_path))) as r:
+        (res,) = r.run([MeasureInput(task, Config({"split": 4}))])
+    assert res.ok, res.message
+    assert list((tmp_path / "kernels").glob("k_*.py"))
