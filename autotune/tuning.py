@@ -106,7 +106,7 @@ def _owned(runner: Runner, own: bool) -> Iterator[Runner]:
 def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None = None, dtype: str = "float32",
          threads: int | None = None, trials: int = 64, log: str | os.PathLike[str] | RecordLog | None = None,
          strategy: str | Strategy | None = None, cost_model: str | None = None,
-         pretrained: str | os.PathLike[str] | None = None, runner: str | Runner | None = None,
+         pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, runner: str | Runner | None = None,
          runner_options: Any = None, seed: int = 0, timeout_s: float | None = None,
          early_stopping: int | None = None, batch: int = 8, presets: bool = True,
          progress: bool | None = None, callbacks: Sequence[Callback] = ()) -> TuneResult:
@@ -117,8 +117,10 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     log: a path or a RecordLog (every measurement is appended the moment its batch returns);
     strategy: a name from autotune.search.STRATEGIES or a Strategy; cost_model: a name from
     autotune.cost_model.MODELS, steering the evolutionary search (pretrained: a saved model to
-    start from); runner: a name from RUNNERS or a Runner (None: the backend's own, local worker
-    processes for CPU kernels); progress: a progress bar (None: when stderr is a terminal).
+    start from; roofline=False: no analytical prior either); runner: a name from RUNNERS or a
+    Runner (None: the backend's own, local worker processes for CPU kernels); runner_options:
+    LocalRunnerOptions for a runner made here; progress: a progress bar (None: when stderr is a
+    terminal).
 
     Example::
 
@@ -128,7 +130,8 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     task = as_task(op, shape, dtype, threads)
     if trials < 0 or batch < 1:
         raise AutotuneError(f"trials must be >= 0 and batch >= 1, got trials={trials}, batch={batch}")
-    search = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained, seed=seed)
+    search = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained, roofline=roofline,
+                         seed=seed)
     from autotune.progress import TuneProgress
     show = sys.stderr.isatty() if progress is None else progress
     own = runner is None or isinstance(runner, str)

@@ -43,6 +43,7 @@ class LocalRunnerOptions:
     seed: int = 0
     timing_cores: tuple[int, ...] = ()
     startup_timeout: float = 180.0
+    cache_dir: str | None = None  # the workers' compile cache (AUTOTUNE_CACHE_DIR); default: the settings' one
 
 
 class _Worker:
@@ -137,7 +138,8 @@ class LocalRunner:
         here = settings()
         beside = tuple(p for p in sys.path if p) if USER_MODULES else ()  # a user's module may live beside their script
         return _Worker(WorkerSetup(
-            role, str(here.cache_dir), here.threads, cores=tuple(self.timing_cores) if role == "measure" else (),
+            role, self.options.cache_dir or str(here.cache_dir), here.threads,
+            cores=tuple(self.timing_cores) if role == "measure" else (),
             lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside))
 
     def _ensure_ready(self, w: _Worker) -> None:

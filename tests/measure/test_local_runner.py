@@ -77,3 +77,11 @@ def test_a_worker_refuses_work_before_its_setup() -> None:
                           capture_output=True, text=True, timeout=120, env=worker_env())
     assert json.loads(proc.stdout) == {
         "ready": False, "message": "ValueError: the first message to a worker must be its setup, got kind='compile'"}
+
+
+def test_the_workers_compile_into_the_cache_dir_of_the_options(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    task = Task.create("faulty", {"N": 64, "mode": ft.OK}, threads=1)
+    with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=FAST, cache_dir=str(tmp_path))) as r:
+        (res,) = r.run([MeasureInput(task, Config({"split": 4}))])
+    assert res.ok, res.message
+    assert list((tmp_path / "kernels").glob("k_*.py"))

@@ -1,0 +1,50 @@
+"""python -m measure.experiments NAME [flags]: run one experiment; --help lists them.
+
+    python -m measure.experiments throughput --shape 512x512x512 --trials 16 --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from measure.experiments import (model_accuracy, ray_scaling, search_efficiency, spread, surrogate_efficiency,
+                                 throughput)
+
+# name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
+EXPERIMENTS: dict[str, ModuleType] = {
+    "spread": spread,
+    "throughput": throughput,
+    "ray-scaling": ray_scaling,
+    "search-efficiency": search_efficiency,
+    "surrogate-efficiency": surrogate_efficiency,
+    "model-accuracy": model_accuracy,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per experiment, each with only its own flags (and --json)."""
+    p = argparse.ArgumentParser(prog="python -m measure.experiments",
+                                description="Run one experiment (results: measure/experiments/RESULTS.md).")
+    sub = p.add_subparsers(dest="experiment", required=True, metavar="NAME")
+    for name, mod in EXPERIMENTS.items():
+        doc = mod.__doc__ or ""
+        summary = doc.split(":", 1)[1].strip().split("\n\n")[0].replace("\n", " ").replace("%", "%%")
+        sp = sub.add_parser(name, help=summary, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(sp)
+        sp.add_argument("--json", dest="json_out", default=None, help="also write the results here as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    res = EXPERIMENTS[args.experiment].run(args)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
