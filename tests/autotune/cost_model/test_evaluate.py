@@ -36,4 +36,4 @@ def test_a_trained_prior_is_refitted_for_each_task_it_is_scored_on(tmp_path: Pat
     assert plot.stat().st_size > 0
     assert "refitted for each task of the log" in capsys.readouterr().out
     res = json.loads(out.read_text())
-    assert list(res["tasks"]) == ["matmul|M=96,N=80,K=64|float32"] and -1 <= res["median"]["kendall_tau"] <= 1
+    assert list(res["tasks"]) == ["matmul|M=96,N=80,K=64|float32|threads=2"] and -1 <= res["median"]["kendall_tau"] <= 1
