@@ -26,7 +26,7 @@ import numpy as np
 
 from autotune.ir import expr as te
 from autotune.ir.affine import to_affine
-from autotune.ir.expr import BinOp, Call, Const, Expr, Tensor, Var
+from autotune.ir.expr import ITEMSIZE, BinOp, Call, Const, Expr, Tensor, Var
 from autotune.ir.stmt import For, Function, If, LoopNest, Seq, Stmt, Store
 
 FEATURE_VERSION = 1
@@ -34,7 +34,6 @@ LEVELS = (0, 1, 2, 3, 5, 99)
 N_LOOPS = 6
 N_BUFS = 4
 KINDS = ("serial", "unroll", "vectorize", "parallel")
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autotune.records import (SCHEMA_VERSION, Record, RecordError, RecordLog, best_per_task, distill,
-                              filter_by_target, load_records, merge)
+                              filter_by_target, load_records)
 from autotune.replay import replay_log
 
 SHAPE = {"M": 16, "N": 16, "K": 16}
@@ -59,16 +59,12 @@ def test_newer_schema_is_a_clear_error(tmp_path: Path) -> None:
         load_records(p)
 
 
-def test_best_distill_merge_filter(tmp_path: Path) -> None:
+def test_best_distill_filter() -> None:
     other = dict(GOOD, mr=8)
     rs = [rec(3e-3), rec(1e-3, other), rec(None), rec(2e-3)]
     assert best_per_task(rs)["matmul|M=16,N=16,K=16|float32"].config == other
     d = distill(rs, k=2)
     assert [r.seconds for r in d] == [1e-3, 2e-3]
-    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    RecordLog(a).extend(rs[:2])
-    RecordLog(b).extend(rs[1:])
-    assert merge([a, b], tmp_path / "m.jsonl") == 4
     assert len(filter_by_target(rs, {"cpu": "x", "isa": "avx2", "threads": 1})) == 4
     assert filter_by_target(rs, {"cpu": "y", "isa": "avx2", "threads": 1}) == []
 
