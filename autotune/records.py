@@ -291,21 +291,6 @@ def distill(records: Iterable[Record], k: int = 1) -> list[Record]:
     return out
 
 
-def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) -> int:
-    """Append the records of several logs into one (duplicates of the same line kept once)."""
-    seen: set[str] = set()
-    log = RecordLog(out)
-    n = 0
-    for p in paths:
-        for r in load_records(p):
-            line = r.to_line()
-            if line not in seen:
-                seen.add(line)
-                log.append(r)
-                n += 1
-    return n
-
-
 def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -104,14 +104,6 @@ class ChoiceKnob(Knob):
 
 
 @dataclass(frozen=True)
-class ReorderKnob(ChoiceKnob):
-    """A loop order chosen from named candidates (the value is the candidate's name)."""
-
-    def __init__(self, name: str, candidates: Sequence[str]) -> None:
-        super().__init__(name, candidates)
-
-
-@dataclass(frozen=True)
 class SplitKnob(Knob):
     """Inner tile sizes for splitting an axis of `extent` into levels+1 loops.
 

@@ -23,8 +23,8 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
-from templates.matmul import _fit
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:
@@ -36,16 +36,11 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
 
 
 def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
-    Bt, M, N, K = shape["B"], shape["M"], shape["N"], shape["K"]
-    vec = 16 if dtype == "float32" else 8
     par = ["none"]
     if threads > 1:
-        par = ["batch", "cols", "none"] if Bt > 1 else ["cols", "none"]
+        par = ["batch", "cols", "none"] if shape["B"] > 1 else ["cols", "none"]
     return ConfigSpace([
-        ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
-        ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
-        ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
-        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+        *gemm.tile_knobs(shape, dtype),
         ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),
         ChoiceKnob("pack_a", [True, False]),
@@ -54,29 +49,12 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
-    M, N, K = shape["M"], shape["N"], shape["K"]
-    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
-    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
-    nc = min(cfg["nc_panels"] * nr, -(-N // nr) * nr)
+    mr, nr, kc, mc = gemm.tiles(cfg, shape)
+    nc = min(cfg["nc_panels"] * nr, -(-shape["N"] // nr) * nr)
     par = cfg["parallel"] if threads > 1 else "none"
-    if cfg["pack_a"]:
-        s.pack("A", 1, mr, "Ap")   # (M / MR, B, K, MR)
-    s.pack("B", 2, nr, "Bp")       # (N / NR, B, K, NR)
-    s.split("C", "j", nc, "jc", "jn")
-    s.split("C", "jn", nr, "jr", "ji")
-    s.split("C", "k", kc, "kc", "kk")
-    s.split("C", "i", mc, "ic", "im")
-    s.split("C", "im", mr, "ir", "ii")
-    panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+    b_panels = gemm.pack_panels(s, cfg, mr, nr, "A", "B")
     outer = ("jc", "b") if par == "cols" else ("b", "jc")
-    s.reorder("C", *outer, "kc", "ic", *panels, "kk", "ii", "ji")
-    s.cache_write("C", panels[1])
-    s.unroll("C", "ii")
-    s.vectorize("C", "ji")
-    s.compute_at("Bp", "C", "kc")
-    if cfg["pack_a"]:
-        s.compute_at("Ap", "C", "ic")
-        s.reorder("Ap", "p_i", "d2")  # panel rows innermost-but-one: read A rows contiguously
+    gemm.blocked(s, "C", cfg, mr, nr, kc, mc, nc, outer, b_panels)
     if par != "none":
         s.parallel("C", outer[0])
     return CodegenOptions()

@@ -26,8 +26,8 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
-from templates.matmul import _fit
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:
@@ -41,14 +41,9 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
 
 
 def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
-    M, N, K = shape["M"], shape["N"], shape["K"]
-    vec = 16 if dtype == "float32" else 8
     return ConfigSpace([
         ChoiceKnob("fuse", ["block", "block_prepacked", "tile", "none"]),
-        ChoiceKnob("mr", _fit([1, 2, 4, 6, 8, 12], M)),
-        ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
-        ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
-        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+        *gemm.tile_knobs(shape, dtype),
         ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),        # register tiles: column panels outer or row panels outer
         ChoiceKnob("outer", ["jc_ic", "ic_jc"]),        # cache blocks: the outermost one runs over threads
@@ -57,44 +52,17 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
     ])
 
 
-def _blocks(cfg: Config, shape: Shape) -> tuple[int, int, int, int, int]:
-    M, N, K = shape["M"], shape["N"], shape["K"]
-    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
-    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
-    nc = min(cfg["nc_panels"] * nr, -(-N // nr) * nr)
-    return mr, nr, kc, mc, nc
-
-
-def _register_tiles(s: Schedule, cfg: Config, mr: int, nr: int, kc: int, j: str, i: str, outer: tuple[str, ...]) -> None:
-    """D's loops like matmul's: (outer..., kc, [jc-order] register tiles, kk, ii, ji), accumulator tile."""
-    s.split("D", j, nr, "jr", "ji")
-    s.split("D", "k", kc, "kc", "kk")
-    s.split("D", i, mr, "ir", "ii")
-    panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
-    s.reorder("D", *outer, *panels, "kk", "ii", "ji")
-    s.cache_write("D", panels[1])
-    s.unroll("D", "ii")
-    s.vectorize("D", "ji")
-
-
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
-    mr, nr, kc, mc, nc = _blocks(cfg, shape)
+    mr, nr, kc, mc = gemm.tiles(cfg, shape)
+    nc = min(cfg["nc_panels"] * nr, -(-shape["N"] // nr) * nr)
     parallel = cfg["parallel"] and threads > 1
     fuse = cfg["fuse"]
-    if cfg["pack_a"]:
-        s.pack("A", 0, mr, "Ap")   # (M / MR, K, MR)
-    s.pack("W", 1, nr, "Wp")       # (N / NR, K, NR)
+    w_panels = gemm.pack_panels(s, cfg, mr, nr, "A", "W")
     blocks = ("jc", "ic") if cfg["outer"] == "jc_ic" else ("ic", "jc")
 
     if fuse == "none":
         # D blocked like matmul over the whole matrix; the epilogue a separate vectorised pass.
-        s.split("D", "j", nc, "jc", "jn")
-        s.split("D", "i", mc, "ic", "im")
-        _register_tiles(s, cfg, mr, nr, kc, "jn", "im", ("jc", "kc", "ic"))
-        s.compute_at("Wp", "D", "kc")
-        if cfg["pack_a"]:
-            s.compute_at("Ap", "D", "ic")
-            s.reorder("Ap", "p_o", "p_i", "d1")
+        gemm.blocked(s, "D", cfg, mr, nr, kc, mc, nc, ("jc",), w_panels)
         if parallel:
             s.parallel("out", "i")
         s.vectorize("out", "j")
@@ -107,16 +75,15 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
         s.reorder("out", *blocks, "im", "jn")
         s.vectorize("out", "jn")
         s.compute_at("D", "out", blocks[1])
-        _register_tiles(s, cfg, mr, nr, kc, "j", "i", ("kc",))
+        gemm.register_tiles(s, "D", cfg, mr, nr, kc, "j", "i", ("kc",))
         if fuse == "block":
-            s.compute_at("Wp", "D", "kc")
+            s.compute_at(w_panels, "D", "kc")
         if cfg["pack_a"]:
-            s.compute_at("Ap", "D", "kc")
-            s.reorder("Ap", "p_o", "p_i", "d1")
+            gemm.a_panels_at(s, "D", "kc")
     else:  # tile
         s.split("out", "jn", nr, "jr", "ji")
         s.split("out", "im", mr, "ir", "ii")
-        panels = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+        panels = gemm.panels(cfg)
         s.reorder("out", *blocks, *panels, "ii", "ji")
         s.unroll("out", "ii")
         s.vectorize("out", "ji")

@@ -19,7 +19,9 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
+from templates.gemm import fit as _fit  # noqa: F401 - conv2d and depthwise_conv2d import it from here
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:
@@ -30,20 +32,9 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
 
 
-def _fit(cands: list[int], n: int) -> list[int]:
-    """Candidates no larger than needed for extent n (keeps the smallest that covers n)."""
-    out = sorted({c for c in cands if c < n} | {min([c for c in cands if c >= n], default=max(cands))})
-    return out
-
-
 def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
-    M, N, K = shape["M"], shape["N"], shape["K"]
-    vec = 16 if dtype == "float32" else 8
     return ConfigSpace([
-        ChoiceKnob("mr", _fit([2, 4, 6, 8, 12], M)),
-        ChoiceKnob("nr", _fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
-        ChoiceKnob("kc", _fit([64, 128, 256, 384, 512, 768, 1024], K)),
-        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+        *gemm.tile_knobs(shape, dtype, mr=(2, 4, 6, 8, 12)),
         ChoiceKnob("jc_blocks", [1, 2, 4, 8]),          # column blocks per thread: NC = N / (blocks * threads)
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),
         ChoiceKnob("pack_a", [True, False]),
@@ -52,29 +43,12 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
-    M, N, K = shape["M"], shape["N"], shape["K"]
-    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
-    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
+    mr, nr, kc, mc = gemm.tiles(cfg, shape)
     workers = threads if cfg["parallel"] else 1
-    panels = -(-N // nr)
+    panels = -(-shape["N"] // nr)
     nc = -(-panels // min(panels, cfg["jc_blocks"] * workers)) * nr
-    if cfg["pack_a"]:
-        s.pack("A", 0, mr, "Ap")
-    s.pack("B", 1, nr, "Bp")
-    s.split("C", "j", nc, "jc", "jn")
-    s.split("C", "jn", nr, "jr", "ji")
-    s.split("C", "k", kc, "kc", "kk")
-    s.split("C", "i", mc, "ic", "im")
-    s.split("C", "im", mr, "ir", "ii")
-    inner = ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
-    s.reorder("C", "jc", "kc", "ic", *inner, "kk", "ii", "ji")
-    s.cache_write("C", inner[1])
-    s.unroll("C", "ii")
-    s.vectorize("C", "ji")
-    s.compute_at("Bp", "C", "kc")
-    if cfg["pack_a"]:
-        s.compute_at("Ap", "C", "ic")
-        s.reorder("Ap", "p_o", "p_i", "d1")
+    b_panels = gemm.pack_panels(s, cfg, mr, nr, "A", "B")
+    gemm.blocked(s, "C", cfg, mr, nr, kc, mc, nc, ("jc",), b_panels)
     if cfg["parallel"] and threads > 1:
         s.parallel("C", "jc")
     return CodegenOptions()

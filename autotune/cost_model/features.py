@@ -25,7 +25,7 @@ import numpy as np
 from autotune.ir import expr as te
 from autotune.backends import backend_of
 from autotune.cost_model.loops import Loop, stores, stride, touched
-from autotune.ir.expr import BinOp, Call, Expr, Tensor
+from autotune.ir.expr import ITEMSIZE, BinOp, Call, Expr, Tensor
 from autotune.ir.stmt import Function, LoopNest, Store
 
 FEATURE_VERSION = 1
@@ -33,7 +33,6 @@ LEVELS = (0, 1, 2, 3, 5, 99)
 N_LOOPS = 6
 N_BUFS = 4
 KINDS = ("serial", "unroll", "vectorize", "parallel")
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
 def _flops(e: Expr) -> int:

@@ -25,7 +25,7 @@ from autotune.backends import backend_of
 from autotune.cost_model.features import extract
 from autotune.cost_model.loops import extent, stride
 from autotune.ir import expr as te
-from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var
+from autotune.ir.expr import ITEMSIZE, BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var
 from autotune.ir.stmt import For, If, LoopNest, Seq, Stmt, Store
 
 OPCODES = ("loop_serial", "loop_unroll", "loop_vectorize", "loop_parallel", "store", "load", "if",
@@ -38,7 +38,6 @@ OPCODE = {name: i for i, name in enumerate(OPCODES)}
 BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod", "min": "min", "max": "max",
          "and": "and", "or": "or"}
 NODE_FEATS = 8
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
 @dataclass

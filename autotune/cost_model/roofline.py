@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autotune.cost_model.base import Dataset, ModelError, as_matrix, read_model_file, write_model_file
-from autotune.cost_model.features import ITEMSIZE
+from autotune.ir.expr import ITEMSIZE
 from autotune.target import isa
 
 if TYPE_CHECKING:

@@ -10,17 +10,16 @@ write-back is clamped.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autotune.errors import ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.affine import Affine, from_affine, interval, simplify, to_affine
-from autotune.ir.expr import BinOp, Cmp, Const, Expr, Load, Reduce, Tensor, Var
+from autotune.ir.expr import ITEMSIZE, BinOp, Cmp, Const, Expr, Load, Reduce, Tensor, Var
 from autotune.ir.stmt import For, Function, If, LocalBuffer, LoopNest, Seq, Stmt, Store, seq
 from autotune.schedule.schedule import Schedule, Stage
 
 STACK_LIMIT_BYTES = 16 * 1024
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
 def init_value(op: str, dtype: str) -> Const:
@@ -48,6 +47,44 @@ class Region:
     extent: dict[str, int]
     bound: dict[str, Expr]
     buffer: Tensor
+
+
+@dataclass
+class StageNest:
+    """What lowering one stage works out, phase by phase, before and while it emits the loops."""
+    st: Stage
+    region: Region | None
+    ext: dict[str, int]                   # extent of every axis, root and derived
+    axis_expr: dict[str, Expr]            # each root axis as an expression of the leaf loops
+    bound: dict[str, Expr]                # where each root axis ends
+    reduce_op: str | None
+    value: Expr                           # the stage's value over its leaf loops
+    padded: dict[str, list[int]]          # see Lowerer.padded_axes
+    spatial: list[str]                    # the spatial root axes
+    out_buf: Tensor                       # where the stage stores: its tensor or its local region
+    store_idx: tuple[Expr, ...]
+    pos: dict[str, int]                   # leaf -> position in the loop order
+    forms: dict[str, Affine | None]       # each root axis as an affine form of the leaves, if it is one
+    cache_pos: int | None                 # position of the cache_write loop
+    first_red: int | None                 # position of the outermost reduction loop
+    # _clamp_leaves
+    needs_bound: dict[str, bool] = field(default_factory=dict)
+    guards: list[Expr] = field(default_factory=list)
+    clamp: dict[str, Expr] = field(default_factory=dict)  # leaf -> its trip-count limit
+    # tile loops that may run whole: they only read zero-padded panels
+    padded_ok: set[str] = field(default_factory=set)
+    # _cache_tile
+    acc: Tensor | None = None
+    acc_dims: list[str] = field(default_factory=list)
+    acc_index: tuple[Expr, ...] = ()
+    acc_base: dict[str, Expr] = field(default_factory=dict)
+    acc_ext: dict[str, int] = field(default_factory=dict)
+    # emitting
+    inner_stmt: Stmt | None = None
+    attached: list[Stage] = field(default_factory=list)   # stages computed at one of this stage's loops
+    hoist: list[str] = field(default_factory=list)        # see Lowerer._hoisted_tails
+    # leaf -> "full" | "part" while emitting a versioned cache tile
+    tile_mode: dict[str, str] = field(default_factory=dict)
 
 
 class Lowerer:
@@ -133,7 +170,23 @@ class Lowerer:
 
     # ---- stage lowering -------------------------------------------------------------------
     def lower_stage(self, st: Stage, region: Region | None) -> Stmt:
-        s = self.s
+        """The loop nest of one stage (computed into `region`'s buffer when it is attached)."""
+        n = self._stage_nest(st, region)
+        self._clamp_leaves(n)
+        self._check_annotations(n)
+        self._cache_tile(n)
+        n.inner_stmt = self._innermost(n)
+        n.attached = [o for o in self.s.stages.values() if o.attach[0] == "at" and o.attach[1] == st.name]
+        n.hoist = self._hoisted_tails(n)
+        top: list[Stmt | None] = []
+        if n.reduce_op and n.first_red == 0 and (n.acc is None or n.first_red <= n.cache_pos):  # type: ignore[operator]
+            top.append(self._init_nest(n, 0))
+        top.append(self._emit(n, 0))
+        return seq(*top)
+
+    def _stage_nest(self, st: Stage, region: Region | None) -> StageNest:
+        """Extents and ranges of the stage's loops, its root axes as expressions of them, where each
+        root axis ends, and the stage's value over its loops."""
         t = st.tensor
         root_ext = {n: e for n, e, _ in st.root}
         if region is not None:
@@ -153,222 +206,221 @@ class Lowerer:
         root_vars = {a.var: a.name for a in list(t.axes) + list(t.reduce_axes)}
         sub = {v: simplify(offset[n] + axis_expr[n], self.ranges) for v, n in root_vars.items()}
         value = simplify(te.substitute(expanded, sub), self.ranges)
-        padded = self.padded_axes(st, expanded, sub, value)
         spatial = [a.name for a in t.axes]
-        out_buf = region.buffer if region is not None else t
-        store_idx = tuple(axis_expr[a] for a in spatial)
+        red_leaves = [leaf for leaf in st.order if st.axis_kind[leaf] == "reduce"]
         pos = {leaf: p for p, leaf in enumerate(st.order)}
-        forms = {a: to_affine(axis_expr[a]) for a in root_ext}
+        return StageNest(
+            st=st, region=region, ext=ext, axis_expr=axis_expr, bound=bound, reduce_op=reduce_op, value=value,
+            padded=self.padded_axes(st, expanded, sub, value), spatial=spatial,
+            out_buf=region.buffer if region is not None else t, store_idx=tuple(axis_expr[a] for a in spatial),
+            pos=pos, forms={a: to_affine(axis_expr[a]) for a in root_ext},
+            cache_pos=pos[st.cache_at] if st.cache_at else None,
+            first_red=pos[red_leaves[0]] if red_leaves else None)
 
-        # ---- which axes need clamping, and the clamp of each leaf ---------------------------
-        def axis_max(a: str) -> int | None:
-            iv = interval(axis_expr[a], self.ranges)
-            return None if iv is None else iv[1]
-
-        needs_bound = {}
-        for a in root_ext:
-            b = bound[a]
-            m = axis_max(a)
-            needs_bound[a] = not (isinstance(b, Const) and m is not None and m < b.value)
-        guards: list[Expr] = []
-        clamp: dict[str, Expr] = {}
-        padded_ok: set[str] = set()  # tile loops that may run whole: they only read zero-padded panels
-        leaf_axis: dict[str, str] = {}
-        for a, f in forms.items():
-            if f is None:
-                if needs_bound[a]:
-                    guards.append(Cmp("<", axis_expr[a], bound[a]))
+    def _clamp_leaves(self, n: StageNest) -> None:
+        """Which root axes can run past their end, the guard of each axis that is not affine in the
+        loops, the clamp of each leaf loop, and which clamped loops may still run whole in a cache tile."""
+        for a in n.forms:
+            iv = interval(n.axis_expr[a], self.ranges)
+            b = n.bound[a]
+            n.needs_bound[a] = not (isinstance(b, Const) and iv is not None and iv[1] < b.value)
+        for a, f in n.forms.items():
+            if f is None and n.needs_bound[a]:
+                n.guards.append(Cmp("<", n.axis_expr[a], n.bound[a]))
+        for a, f in n.forms.items():
+            if f is None or not n.needs_bound[a]:
                 continue
-            for v in f.terms:
-                leaf_axis[v.name] = a
-        cache_pos = pos[st.cache_at] if st.cache_at else None
-        for a, f in forms.items():
-            if f is None or not needs_bound[a]:
-                continue
-            vs = sorted(f.terms, key=lambda v: pos[v.name])
+            vs = sorted(f.terms, key=lambda v: n.pos[v.name])
             for k, v in enumerate(vs):
                 c = f.terms[v]
                 if c <= 0:
                     raise ScheduleError("lower", v.name, "negative loop coefficient")
                 rest = Affine({u: f.terms[u] for u in vs[:k]}, f.const)
-                e_v = ext[v.name]
-                lim = simplify(ceildiv(BinOp("-", bound[a], from_affine(rest)), c), self.ranges)
+                e_v = n.ext[v.name]
+                lim = simplify(ceildiv(BinOp("-", n.bound[a], from_affine(rest)), c), self.ranges)
                 if isinstance(lim, Const) and lim.value >= e_v:
                     continue
-                clamp[v.name] = lim
-                if cache_pos is not None and pos[v.name] > cache_pos and a in padded:
+                n.clamp[v.name] = lim
+                if n.cache_pos is not None and n.pos[v.name] > n.cache_pos and a in n.padded:
                     tile = c * e_v
                     outer_coefs = [f.terms[u] for u in vs[:k]]
-                    if not padded[a] or (all(p % tile == 0 for p in padded[a])
-                                         and all(x % tile == 0 for x in outer_coefs)):
-                        padded_ok.add(v.name)
+                    if not n.padded[a] or (all(p % tile == 0 for p in n.padded[a])
+                                           and all(x % tile == 0 for x in outer_coefs)):
+                        n.padded_ok.add(v.name)
 
-        tile_mode: dict[str, str] = {}  # leaf -> "full" | "part" while emitting a versioned cache tile
-
-        def loop(leaf: str, body: Stmt, kind: str | None = None, whole_tile: bool = False) -> Stmt:
-            v, e_v = st.var(leaf), ext[leaf]
-            kind = kind or st.loop_kind.get(leaf, "serial")
-            lim = None if whole_tile and leaf in padded_ok else clamp.get(leaf)
-            mode = tile_mode.get(leaf)
-            if mode == "full":    # inside a cache tile known to be whole: constant trip count
-                lim = None
-            elif mode == "part":  # inside a partial tile: the full loop, each iteration guarded, so
-                # accumulator indices stay constants once unrolled (a rolled clamped loop would index
-                # the tile with a variable and keep the whole tile out of registers)
-                return For(v, Const(e_v), kind, If(Cmp("<", v, lim), body))
-            if lim is None:
-                return For(v, Const(e_v), kind, body)
-            if kind == "parallel":
-                raise ScheduleError("parallel", leaf, "a parallel loop must cover its whole axis; "
-                                                      "parallelise the outermost part of a split")
-            if kind in ("unroll", "vectorize"):
-                full = For(v, Const(e_v), kind, body)
-                return If(simplify(Cmp(">=", lim, Const(e_v)), self.ranges), full, For(v, lim, "serial", body))
-            return For(v, simplify(BinOp("min", Const(e_v), lim), self.ranges), kind, body)
-
+    @staticmethod
+    def _check_annotations(n: StageNest) -> None:
+        """A vectorized loop must be innermost; the parallel loop outermost, in the output stage."""
+        st = n.st
         for leaf, kind in st.loop_kind.items():
-            if kind == "vectorize" and pos[leaf] != len(st.order) - 1:
+            if kind == "vectorize" and n.pos[leaf] != len(st.order) - 1:
                 raise ScheduleError("vectorize", leaf, f"only the innermost loop of stage {st.name!r} can be "
                                                        f"vectorized; loop order is {st.order}")
-            if kind == "parallel" and (pos[leaf] != 0 or region is not None):
+            if kind == "parallel" and (n.pos[leaf] != 0 or n.region is not None):
                 raise ScheduleError("parallel", leaf, f"the parallel loop must be the outermost loop of the "
                                                       f"output stage; loop order is {st.order}")
 
-        # ---- reduction init and cache tile ----------------------------------------------------
-        red_leaves = [leaf for leaf in st.order if st.axis_kind[leaf] == "reduce"]
-        first_red = pos[red_leaves[0]] if red_leaves else None
-        acc: Tensor | None = None
-        acc_dims: list[str] = []
-        acc_index: tuple[Expr, ...] = ()
-        acc_base: dict[str, Expr] = {}
-        if cache_pos is not None:
-            inner = {st.var(leaf) for leaf in st.order[cache_pos + 1:]}
-            dims: list[tuple[int, str, int, Expr, Expr]] = []
-            for a in spatial:
-                f = forms[a]
-                if f is None:
-                    raise ScheduleError("cache_write", st.cache_at, f"axis {a!r} is fused across the tile; "
-                                                                    "cache_write needs split/reorder only")
-                o, i = f.split(inner)
-                acc_base[a] = from_affine(o)
-                if not i.terms:
-                    continue
-                iv = i.interval(self.ranges)
-                assert iv is not None
-                last = max(pos[v.name] for v in i.terms)
-                dims.append((last, a, iv[1] + 1, from_affine(i), from_affine(o)))
-            dims.sort()
-            acc_dims = [d[1] for d in dims]
-            acc_shape = tuple(d[2] for d in dims) or (1,)
-            acc = Tensor(f"{st.name}_acc", acc_shape, t.dtype)
-            self.declare(acc)
-            acc_index = tuple(d[3] for d in dims) or (Const(0),)
-            acc_ext = {d[1]: d[2] for d in dims}
+    def _cache_tile(self, n: StageNest) -> None:
+        """The local accumulator of a cache_write: one dimension per spatial axis with loops inside the
+        tile, each indexed by the part of the axis those loops make (the rest is the tile's base)."""
+        st = n.st
+        if n.cache_pos is None:
+            return
+        inner = {st.var(leaf) for leaf in st.order[n.cache_pos + 1:]}
+        dims: list[tuple[int, str, int, Expr, Expr]] = []
+        for a in n.spatial:
+            f = n.forms[a]
+            if f is None:
+                raise ScheduleError("cache_write", st.cache_at, f"axis {a!r} is fused across the tile; "
+                                                                "cache_write needs split/reorder only")
+            o, i = f.split(inner)
+            n.acc_base[a] = from_affine(o)
+            if not i.terms:
+                continue
+            iv = i.interval(self.ranges)
+            assert iv is not None
+            last = max(n.pos[v.name] for v in i.terms)
+            dims.append((last, a, iv[1] + 1, from_affine(i), from_affine(o)))
+        dims.sort()
+        n.acc_dims = [d[1] for d in dims]
+        n.acc = Tensor(f"{st.name}_acc", tuple(d[2] for d in dims) or (1,), st.tensor.dtype)
+        self.declare(n.acc)
+        n.acc_index = tuple(d[3] for d in dims) or (Const(0),)
+        n.acc_ext = {d[1]: d[2] for d in dims}
 
-        def init_nest(start: int) -> Stmt:
-            """out[...] = init over the spatial loops inside position `start`."""
-            body: Stmt = Store(out_buf, store_idx, init_value(reduce_op, t.dtype))  # type: ignore[arg-type]
-            for leaf in reversed(st.order[start:]):
-                if st.axis_kind[leaf] == "spatial":
-                    kind = st.loop_kind.get(leaf, "serial")
-                    body = loop(leaf, body, "serial" if kind in ("parallel", "unroll") else kind)
-            return body
-
-        def acc_init() -> Stmt:
-            ws = [Var(f"{st.name}_w{n}") for n in range(len(acc.shape))]  # type: ignore[union-attr]
-            body: Stmt = Store(acc, tuple(ws), init_value(reduce_op or "sum", t.dtype))  # type: ignore[arg-type]
-            for w, e in reversed(list(zip(ws, acc.shape))):  # type: ignore[union-attr]
-                self.ranges[w] = (0, e - 1)
-                body = For(w, Const(e), "serial", body)
-            return body
-
-        def writeback() -> Stmt:
-            ws = {a: Var(f"{st.name}_w{n}") for n, a in enumerate(acc_dims)}
-            idx = []
-            for a in spatial:
-                idx.append(simplify(acc_base[a] + ws[a], self.ranges) if a in ws else axis_expr[a])
-            src = Load(acc, tuple(ws[a] for a in acc_dims) or (Const(0),))  # type: ignore[arg-type]
-            accumulate = reduce_op is not None and first_red is not None and first_red <= cache_pos  # type: ignore[operator]
-            val = combine(reduce_op, Load(out_buf, tuple(idx)), src) if accumulate else src  # type: ignore[arg-type]
-            body: Stmt = Store(out_buf, tuple(idx), val)
-            for n, a in reversed(list(enumerate(acc_dims))):
-                w, e = ws[a], acc_ext[a]
-                self.ranges[w] = (0, e - 1)
-                kind = "vectorize" if n == len(acc_dims) - 1 else "serial"
-                lim = None
-                if needs_bound[a]:
-                    lim = simplify(BinOp("-", bound[a], acc_base[a]), self.ranges)
-                    if isinstance(lim, Const) and lim.value >= e:
-                        lim = None
-                if lim is None:
-                    body = For(w, Const(e), kind, body)
-                elif kind == "vectorize":
-                    body = If(simplify(Cmp(">=", lim, Const(e)), self.ranges), For(w, Const(e), kind, body),
-                              For(w, lim, "serial", body))
-                else:
-                    body = For(w, simplify(BinOp("min", Const(e), lim), self.ranges), kind, body)
-            return body
-
-        # ---- innermost statement ------------------------------------------------------------
-        if acc is not None:
-            target, tidx = acc, acc_index
+    @staticmethod
+    def _innermost(n: StageNest) -> Stmt:
+        """The statement in the innermost loop: accumulate (or store) the value, guarded if needed."""
+        if n.acc is not None:
+            target, tidx = n.acc, n.acc_index
         else:
-            target, tidx = out_buf, store_idx
-        val = combine(reduce_op, Load(target, tidx), value) if reduce_op else value
+            target, tidx = n.out_buf, n.store_idx
+        val = combine(n.reduce_op, Load(target, tidx), n.value) if n.reduce_op else n.value
         inner_stmt: Stmt = Store(target, tidx, val)
-        if guards:
-            g = guards[0]
-            for x in guards[1:]:
+        if n.guards:
+            g = n.guards[0]
+            for x in n.guards[1:]:
                 g = BinOp("and", g, x)
             inner_stmt = If(g, inner_stmt)
+        return inner_stmt
 
-        attached = [o for o in s.stages.values() if o.attach[0] == "at" and o.attach[1] == st.name]
-
-        # Tails of unrolled/vectorized loops inside a cache tile are versioned once, at the tile: a
-        # whole tile runs them with their constant extent, a partial one runs them guarded.
-        # (Versioning each such loop where it stands would put a branch in the reduction loop and
-        # keep the accumulators out of registers.) Clamped serial loops stay min() loops.
+    @staticmethod
+    def _hoisted_tails(n: StageNest) -> list[str]:
+        """Clamped unrolled/vectorized loops inside a cache tile, whose tails are versioned once, at
+        the tile: a whole tile runs them with their constant extent, a partial one runs them guarded.
+        (Versioning each such loop where it stands would put a branch in the reduction loop and keep
+        the accumulators out of registers.) Clamped serial loops stay min() loops."""
+        st, cache_pos = n.st, n.cache_pos
         hoist: list[str] = []
-        if cache_pos is not None and not any(o.attach[2] in st.order[cache_pos + 1:] for o in attached):
+        if cache_pos is not None and not any(o.attach[2] in st.order[cache_pos + 1:] for o in n.attached):
             inner_vars = {st.var(x) for x in st.order[cache_pos + 1:]}
             for x in st.order[cache_pos + 1:]:
-                if (x in clamp and x not in padded_ok and st.loop_kind.get(x) in ("unroll", "vectorize")
-                        and not any(isinstance(n, Var) and n in inner_vars for n in te.walk(clamp[x]))):
+                if (x in n.clamp and x not in n.padded_ok and st.loop_kind.get(x) in ("unroll", "vectorize")
+                        and not any(isinstance(e, Var) and e in inner_vars for e in te.walk(n.clamp[x]))):
                     hoist.append(x)
+        return hoist
 
-        def emit(p: int) -> Stmt:
-            if p == len(st.order):
-                return inner_stmt
-            leaf = st.order[p]
-            parts: list[Stmt | None] = []
-            if cache_pos == p and hoist:
-                tile_mode.update({x: "full" for x in hoist})
-                whole = emit(p + 1)
-                tile_mode.update({x: "part" for x in hoist})
-                partial = emit(p + 1)
-                tile_mode.clear()
-                conds = [simplify(Cmp(">=", clamp[x], Const(ext[x])), self.ranges) for x in hoist]
-                cond = conds[0]
-                for c in conds[1:]:
-                    cond = BinOp("and", cond, c)
-                inside: Stmt = If(cond, whole, partial)
+    def _loop(self, n: StageNest, leaf: str, body: Stmt, kind: str | None = None, whole_tile: bool = False) -> Stmt:
+        """The loop of `leaf` around body, clamped to its axis' end where it may run past it."""
+        st = n.st
+        v, e_v = st.var(leaf), n.ext[leaf]
+        kind = kind or st.loop_kind.get(leaf, "serial")
+        lim = None if whole_tile and leaf in n.padded_ok else n.clamp.get(leaf)
+        mode = n.tile_mode.get(leaf)
+        if mode == "full":    # inside a cache tile known to be whole: constant trip count
+            lim = None
+        elif mode == "part":  # inside a partial tile: the full loop, each iteration guarded, so
+            # accumulator indices stay constants once unrolled (a rolled clamped loop would index
+            # the tile with a variable and keep the whole tile out of registers)
+            return For(v, Const(e_v), kind, If(Cmp("<", v, lim), body))
+        if lim is None:
+            return For(v, Const(e_v), kind, body)
+        if kind == "parallel":
+            raise ScheduleError("parallel", leaf, "a parallel loop must cover its whole axis; "
+                                                  "parallelise the outermost part of a split")
+        if kind in ("unroll", "vectorize"):
+            full = For(v, Const(e_v), kind, body)
+            return If(simplify(Cmp(">=", lim, Const(e_v)), self.ranges), full, For(v, lim, "serial", body))
+        return For(v, simplify(BinOp("min", Const(e_v), lim), self.ranges), kind, body)
+
+    def _init_nest(self, n: StageNest, start: int) -> Stmt:
+        """out[...] = init over the spatial loops inside position `start`."""
+        st = n.st
+        body: Stmt = Store(n.out_buf, n.store_idx, init_value(n.reduce_op, st.tensor.dtype))  # type: ignore[arg-type]
+        for leaf in reversed(st.order[start:]):
+            if st.axis_kind[leaf] == "spatial":
+                kind = st.loop_kind.get(leaf, "serial")
+                body = self._loop(n, leaf, body, "serial" if kind in ("parallel", "unroll") else kind)
+        return body
+
+    def _acc_init(self, n: StageNest) -> Stmt:
+        """acc[...] = init over the whole accumulator tile."""
+        acc = n.acc
+        ws = [Var(f"{n.st.name}_w{k}") for k in range(len(acc.shape))]  # type: ignore[union-attr]
+        body: Stmt = Store(acc, tuple(ws), init_value(n.reduce_op or "sum", n.st.tensor.dtype))  # type: ignore[arg-type]
+        for w, e in reversed(list(zip(ws, acc.shape))):  # type: ignore[union-attr]
+            self.ranges[w] = (0, e - 1)
+            body = For(w, Const(e), "serial", body)
+        return body
+
+    def _writeback(self, n: StageNest) -> Stmt:
+        """Store (or add) the accumulator tile into the output, clamped to the axes' ends."""
+        ws = {a: Var(f"{n.st.name}_w{k}") for k, a in enumerate(n.acc_dims)}
+        idx = []
+        for a in n.spatial:
+            idx.append(simplify(n.acc_base[a] + ws[a], self.ranges) if a in ws else n.axis_expr[a])
+        src = Load(n.acc, tuple(ws[a] for a in n.acc_dims) or (Const(0),))  # type: ignore[arg-type]
+        accumulate = n.reduce_op is not None and n.first_red is not None and n.first_red <= n.cache_pos  # type: ignore[operator]
+        val = combine(n.reduce_op, Load(n.out_buf, tuple(idx)), src) if accumulate else src  # type: ignore[arg-type]
+        body: Stmt = Store(n.out_buf, tuple(idx), val)
+        for k, a in reversed(list(enumerate(n.acc_dims))):
+            w, e = ws[a], n.acc_ext[a]
+            self.ranges[w] = (0, e - 1)
+            kind = "vectorize" if k == len(n.acc_dims) - 1 else "serial"
+            lim = None
+            if n.needs_bound[a]:
+                lim = simplify(BinOp("-", n.bound[a], n.acc_base[a]), self.ranges)
+                if isinstance(lim, Const) and lim.value >= e:
+                    lim = None
+            if lim is None:
+                body = For(w, Const(e), kind, body)
+            elif kind == "vectorize":
+                body = If(simplify(Cmp(">=", lim, Const(e)), self.ranges), For(w, Const(e), kind, body),
+                          For(w, lim, "serial", body))
             else:
-                inside = emit(p + 1)
-            parts += [self.lower_attached(o, st, leaf, value, out_buf) for o in attached if o.attach[2] == leaf]
-            if cache_pos == p:
-                parts.append(acc_init())
-            if reduce_op and first_red == p + 1 and (acc is None or first_red <= cache_pos):  # type: ignore[operator]
-                parts.append(init_nest(p + 1))
-            parts.append(inside)
-            if cache_pos == p:
-                parts.append(writeback())
-            return loop(leaf, seq(*parts), whole_tile=True)
+                body = For(w, simplify(BinOp("min", Const(e), lim), self.ranges), kind, body)
+        return body
 
-        top: list[Stmt | None] = []
-        if reduce_op and first_red == 0 and (acc is None or first_red <= cache_pos):  # type: ignore[operator]
-            top.append(init_nest(0))
-        top.append(emit(0))
-        return seq(*top)
+    def _emit(self, n: StageNest, p: int) -> Stmt:
+        """The loops from position p inwards, with what runs at each: attached stages, the reduction
+        init, the accumulator tile's init and write-back, and the versioned cache tile."""
+        st = n.st
+        if p == len(st.order):
+            return n.inner_stmt  # type: ignore[return-value]
+        leaf = st.order[p]
+        parts: list[Stmt | None] = []
+        if n.cache_pos == p and n.hoist:
+            n.tile_mode.update({x: "full" for x in n.hoist})
+            whole = self._emit(n, p + 1)
+            n.tile_mode.update({x: "part" for x in n.hoist})
+            partial = self._emit(n, p + 1)
+            n.tile_mode.clear()
+            conds = [simplify(Cmp(">=", n.clamp[x], Const(n.ext[x])), self.ranges) for x in n.hoist]
+            cond = conds[0]
+            for c in conds[1:]:
+                cond = BinOp("and", cond, c)
+            inside: Stmt = If(cond, whole, partial)
+        else:
+            inside = self._emit(n, p + 1)
+        parts += [self.lower_attached(o, st, leaf, n.value, n.out_buf) for o in n.attached if o.attach[2] == leaf]
+        if n.cache_pos == p:
+            parts.append(self._acc_init(n))
+        if n.reduce_op and n.first_red == p + 1 and (n.acc is None or n.first_red <= n.cache_pos):  # type: ignore[operator]
+            parts.append(self._init_nest(n, p + 1))
+        parts.append(inside)
+        if n.cache_pos == p:
+            parts.append(self._writeback(n))
+        return self._loop(n, leaf, seq(*parts), whole_tile=True)
 
     def declare(self, buf: Tensor) -> None:
         nbytes = math.prod(buf.shape) * ITEMSIZE[buf.dtype]

@@ -17,6 +17,7 @@ Example::
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -48,14 +49,19 @@ class Stage:
             self.order = [n for n, _, _ in self.root]
         self.axis_kind = {n: k for n, _, k in self.root}
         self.leaf_vars: dict[str, Var] = {}
-        self.root_vars: dict[str, Var] = {}
+
+    def copy(self) -> Stage:
+        """A copy that a step can change without touching this stage: every list, dict and set
+        attribute is copied (they hold only immutable values: names, tuples, IR nodes)."""
+        new = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, (list, dict, set)):
+                setattr(new, name, copy.copy(value))
+        return new
 
     @property
     def reduce_root(self) -> list[str]:
         return [n for n, _, k in self.root if k == "reduce"]
-
-    def leaf_kind(self, leaf: str) -> str:
-        return self.axis_kind[leaf]
 
     def var(self, leaf: str) -> Var:
         if leaf not in self.leaf_vars:
@@ -94,15 +100,17 @@ class Stage:
             expr[n] = sub[n]
         return expr
 
-    def leaves_of(self, root_axis: str) -> list[str]:
-        """The leaf axes derived from a root axis."""
-        derived = {root_axis}
-        for rel in self.relations:
-            if rel[0] == "split" and rel[1] in derived:
-                derived |= {rel[2], rel[3]}
-            elif rel[0] == "fuse" and (rel[1] in derived or rel[2] in derived):
-                derived.add(rel[3])
-        return [leaf for leaf in self.order if leaf in derived]
+
+@dataclass
+class ScheduleState:
+    """Everything a step may change. `Schedule.apply` runs each step on a copy of it."""
+    stages: dict[str, Stage]
+    tensors: dict[str, Tensor]
+    packs: dict[str, str]  # packed tensor name -> pack stage name
+
+    def copy(self) -> ScheduleState:
+        """A copy that a step can change without touching this state (IR nodes are shared)."""
+        return ScheduleState({n: st.copy() for n, st in self.stages.items()}, dict(self.tensors), dict(self.packs))
 
 
 class Schedule:
@@ -116,18 +124,27 @@ class Schedule:
         if not isinstance(output, Tensor) or output.is_placeholder:
             raise DefinitionError(f"a schedule needs the output of te.compute, got {output!r}")
         self.output = output
-        self.tensors: dict[str, Tensor] = {}
+        tensors: dict[str, Tensor] = {}
         for t in te.input_tensors(output):
             check_name("compute definition", t.name, "tensor name")
-            if t.name in self.tensors and self.tensors[t.name] is not t:
+            if t.name in tensors and tensors[t.name] is not t:
                 raise DefinitionError(f"two different tensors are both named {t.name!r}; give each a unique name")
-            self.tensors[t.name] = t
-        self.stages: dict[str, Stage] = {}
-        for t in self.tensors.values():
-            if not t.is_placeholder:
-                self.stages[t.name] = self._new_stage(t)
-        self.packs: dict[str, str] = {}  # packed tensor name -> pack stage name
+            tensors[t.name] = t
+        stages = {t.name: self._new_stage(t) for t in tensors.values() if not t.is_placeholder}
+        self._state = ScheduleState(stages, tensors, {})
         self.trace: list[Step] = []
+
+    @property
+    def stages(self) -> dict[str, Stage]:
+        return self._state.stages
+
+    @property
+    def tensors(self) -> dict[str, Tensor]:
+        return self._state.tensors
+
+    @property
+    def packs(self) -> dict[str, str]:
+        return self._state.packs
 
     @staticmethod
     def _new_stage(t: Tensor) -> Stage:
@@ -137,10 +154,7 @@ class Schedule:
             check_name("compute definition", n, f"axis name of {t.name!r}")
         if len(set(names)) != len(names):
             raise DefinitionError(f"compute {t.name!r}: axis names must be distinct, got {names}")
-        st = Stage(t.name, t, root)
-        for a in list(t.axes) + list(t.reduce_axes):
-            st.root_vars[a.name] = a.var
-        return st
+        return Stage(t.name, t, root)
 
     # ---- replay -------------------------------------------------------------------------
     @classmethod
@@ -155,22 +169,15 @@ class Schedule:
         return [st.to_json() for st in self.trace]
 
     def apply(self, step: Step) -> None:
-        """Validate and apply one step, then record it. A rejected step leaves the schedule as it was
-        (tile splits twice: without this, a failing second split would leave the first one applied
-        but unrecorded, and replaying the trace would give a different loop nest)."""
+        """Validate and apply one step, then record it. The step runs on a copy of the state, kept only
+        if it succeeds, so a rejected step leaves the schedule as it was (tile splits twice: a failing
+        second split must not leave the first one applied but unrecorded, or replaying the trace would
+        give a different loop nest)."""
         step.validate()
-        saved = (dict(self.stages), dict(self.tensors), dict(self.packs),
-                 {n: (list(st.order), list(st.relations), dict(st.loop_kind), dict(st.axis_kind), st.attach,
-                      st.cache_at) for n, st in self.stages.items()})
-        try:
-            getattr(self, "_" + step.op)(step)
-        except Exception:
-            self.stages, self.tensors, self.packs, per_stage = saved
-            for n, (order, rel, kinds, axis_kind, attach, cache_at) in per_stage.items():
-                st = self.stages[n]
-                st.order, st.relations, st.loop_kind, st.axis_kind, st.attach, st.cache_at = (
-                    order, rel, kinds, axis_kind, attach, cache_at)
-            raise
+        trial = copy.copy(self)  # shares output and trace
+        trial._state = self._state.copy()
+        getattr(trial, "_" + step.op)(step)
+        self._state = trial._state
         self.trace.append(step)
 
     # ---- helpers ------------------------------------------------------------------------

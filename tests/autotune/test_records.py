@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.records import (MAX_LINE, SCHEMA_VERSION, Record, RecordError, RecordLog, best_per_task, distill,
-                              from_target, load_records, merge)
+                              from_target, load_records)
 from autotune.replay import replay_log
 from autotune.target import cpu_model, isa
 
@@ -167,16 +167,12 @@ def _append_many(path: str, i: int) -> None:
         log.append(rec(1e-3 * (1 + i + n / 100)))
 
 
-def test_best_distill_merge_filter(tmp_path: Path) -> None:
+def test_best_distill_filter() -> None:
     other = dict(GOOD, mr=8)
     rs = [rec(3e-3), rec(1e-3, other), rec(None), rec(2e-3)]
     assert best_per_task(rs)["matmul|M=16,N=16,K=16|float32|threads=1"].config == other
     d = distill(rs, k=2)
     assert [r.seconds for r in d] == [1e-3, 2e-3]
-    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    RecordLog(a).extend(rs[:2])
-    RecordLog(b).extend(rs[1:])
-    assert merge([a, b], tmp_path / "m.jsonl") == 4
     assert len(from_target(rs, HERE, what="machine")) == 4
     assert from_target(rs, dict(HERE, cpu="another CPU"), what="machine") == []
     assert len(from_target(rs, dict(HERE, cpu="another CPU"))) == 4  # the same ISA: its kernels apply

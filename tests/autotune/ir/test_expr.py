@@ -289,3 +289,9 @@ def test_kernel_checks_its_inputs():
         k(np.zeros(4, np.float64))
     with pytest.raises(ShapeError, match="takes 1 arrays"):
         k(np.zeros(4, np.float32), np.zeros(4, np.float32))
+
+
+def test_every_dtype_has_an_item_size() -> None:
+    from autotune.ir.expr import DTYPES, ITEMSIZE
+    assert set(ITEMSIZE) == set(DTYPES)
+    assert ITEMSIZE["float32"] == 4 and ITEMSIZE["float64"] == 8

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
 from autotune.schedule.schedule import MAX_UNROLL
+from autotune.schedule.steps import Step
 from tests.helpers import assert_close, blis_like
 
 
@@ -269,6 +272,53 @@ def test_rejected_tile_leaves_schedule_unchanged():
     assert s.stages["C"].order == ["i", "k", "j"]
     assert generate_source(s) == before
     assert same_source(s, Schedule.from_trace(out, s.trace_json()))
+
+
+@dataclass(frozen=True)
+class Scribble(Step):
+    """A step that changes every attribute of every stage, and the tensors and packs, then fails."""
+    op: ClassVar[str] = "scribble"
+
+
+class ScribblingSchedule(Schedule):
+    def _scribble(self, step: Scribble) -> None:
+        for stage in self.stages.values():
+            for name, value in vars(stage).items():
+                if isinstance(value, list):
+                    value.append("scribbled")
+                elif isinstance(value, dict):
+                    value["scribbled"] = "scribbled"
+                elif isinstance(value, set):
+                    value.add("scribbled")
+                else:
+                    setattr(stage, name, "scribbled")
+        self.stages["scribbled"] = self.stages[self.output.name]
+        self.tensors["scribbled"] = self.output
+        self.packs["scribbled"] = "scribbled"
+        raise ScheduleError(step.op, None, "fails after changing everything")
+
+
+def state_of(s: Schedule) -> tuple:
+    """Every attribute of every stage (containers copied), the tensors, the packs and the trace."""
+    stages = {n: {k: (v.copy() if isinstance(v, (list, dict, set)) else v) for k, v in vars(stage).items()}
+              for n, stage in s.stages.items()}
+    return stages, dict(s.tensors), dict(s.packs), list(s.trace)
+
+
+def test_a_failed_step_leaves_every_field_of_the_schedule_as_it_was():
+    out = dense_relu()
+    s = ScribblingSchedule(out)
+    s.pack("W", 1, 4)
+    s.split("Y", "j", 4)
+    s.compute_at("D", "Y", "j_o")
+    s.cache_write("Y", "j_o")
+    s.vectorize("Y", "j_i")
+    before = generate_source(s)  # lowering also fills each stage's loop variables
+    state = state_of(s)
+    with raises("scribble", None, "fails after changing everything"):
+        s.apply(Scribble())
+    assert state_of(s) == state
+    assert generate_source(s) == before
 
 
 # ---------------------------------------------------------------------------------------------

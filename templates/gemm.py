@@ -1,0 +1,111 @@
+"""The BLIS-like GEMM schedule that matmul, batch_matmul and dense_bias_relu share.
+
+`blocked` schedules a stage computing C[..., i, j] = sum_k A[..., i, k] * B[..., k, j] whose
+operands `pack_panels` packed (knob names in brackets)::
+
+    for <outer>:                        # jc in N / NC, and any loops of the caller (e.g. a batch)
+      for kc in K / [kc]:
+        pack B[kc block, jc block] into NR-wide panels          (compute_at kc)
+        for ic in M / MC:               # MC = [mc_panels] * MR
+          pack A[ic block, kc block] into MR-tall panels        (compute_at ic)   [pack_a]
+          for jr, ir in panels:                                  [order]   <- register_tiles
+            acc[MR, NR] = 0                                      (cache_write, on the stack)
+            for kk in kc: for ii in MR (unrolled): for ji in NR (vectorized): acc += Ap * Bp
+            C[tile] += acc   (clamped to the valid region: awkward shapes work)
+
+Example::
+
+    >>> from autotune.schedule import Schedule
+    >>> from templates import gemm, matmul
+    >>> shape = {"M": 64, "N": 64, "K": 64}
+    >>> cfg = {"mr": 4, "nr": 16, "kc": 32, "mc_panels": 4, "order": "jr_ir", "pack_a": True}
+    >>> s = Schedule(matmul.define(shape, "float32"))
+    >>> mr, nr, kc, mc = gemm.tiles(cfg, shape)
+    >>> gemm.pack_panels(s, cfg, mr, nr, "A", "B")
+    'Bp'
+    >>> gemm.blocked(s, "C", cfg, mr, nr, kc, mc, nc=64, outer=("jc",), b_panels="Bp")
+    >>> s.stages["C"].order
+    ['jc', 'kc', 'ic', 'jr', 'ir', 'kk', 'ii', 'ji']
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from autotune.schedule import Schedule
+from autotune.space import ChoiceKnob
+
+Cfg = Mapping[str, Any]
+
+
+def fit(cands: Sequence[int], n: int) -> list[int]:
+    """Candidates no larger than needed for extent n (keeps the smallest that covers n)."""
+    return sorted({c for c in cands if c < n} | {min([c for c in cands if c >= n], default=max(cands))})
+
+
+def tile_knobs(shape: Mapping[str, int], dtype: str, mr: Sequence[int] = (1, 2, 4, 6, 8, 12)) -> list[ChoiceKnob]:
+    """The knobs of the register tile (mr x nr), the k block (kc) and the row block (mc_panels)."""
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    vec = 16 if dtype == "float32" else 8
+    return [
+        ChoiceKnob("mr", fit(list(mr), M)),
+        ChoiceKnob("nr", fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
+        ChoiceKnob("kc", fit([64, 128, 256, 384, 512, 768, 1024], K)),
+        ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
+    ]
+
+
+def tiles(cfg: Cfg, shape: Mapping[str, int]) -> tuple[int, int, int, int]:
+    """(mr, nr, kc, mc) of a config, cut to the matrix: a block is never larger than needed."""
+    M, N, K = shape["M"], shape["N"], shape["K"]
+    mr, nr, kc = min(cfg["mr"], M), min(cfg["nr"], N), min(cfg["kc"], K)
+    mc = min(cfg["mc_panels"] * mr, -(-M // mr) * mr)
+    return mr, nr, kc, mc
+
+
+def panels(cfg: Cfg) -> tuple[str, str]:
+    """The two register-tile loops in the order [order] gives: column panels outer or row panels outer."""
+    return ("jr", "ir") if cfg["order"] == "jr_ir" else ("ir", "jr")
+
+
+def pack_panels(s: Schedule, cfg: Cfg, mr: int, nr: int, a: str, b: str) -> str:
+    """Pack `b` into NR-wide column panels and, with [pack_a], `a` into MR-tall row panels (named Ap).
+    The matrices are the last two dimensions of each tensor. Returns the name of b's panels."""
+    if cfg["pack_a"]:
+        s.pack(a, s.tensors[a].ndim - 2, mr, "Ap")   # (M / MR, ..., K, MR)
+    b_panels = f"{b}p"
+    s.pack(b, s.tensors[b].ndim - 1, nr, b_panels)  # (N / NR, ..., K, NR)
+    return b_panels
+
+
+def register_tiles(s: Schedule, stage: str, cfg: Cfg, mr: int, nr: int, kc: int, j: str, i: str,
+                   outer: Sequence[str]) -> None:
+    """Split `j` into NR-wide and `i` into MR-tall register tiles and k into kc blocks; order the loops
+    (outer..., register tiles in [order], kk, ii, ji); accumulate each tile on the stack, its rows
+    unrolled and its columns vectorized."""
+    s.split(stage, j, nr, "jr", "ji")
+    s.split(stage, "k", kc, "kc", "kk")
+    s.split(stage, i, mr, "ir", "ii")
+    tile_loops = panels(cfg)
+    s.reorder(stage, *outer, *tile_loops, "kk", "ii", "ji")
+    s.cache_write(stage, tile_loops[1])
+    s.unroll(stage, "ii")
+    s.vectorize(stage, "ji")
+
+
+def a_panels_at(s: Schedule, stage: str, axis: str) -> None:
+    """Pack A's panels inside `axis` of `stage`, each panel's rows innermost-but-one (A read row by row)."""
+    s.compute_at("Ap", stage, axis)
+    s.reorder("Ap", "p_i", f"d{s.tensors['Ap'].ndim - 2}")
+
+
+def blocked(s: Schedule, stage: str, cfg: Cfg, mr: int, nr: int, kc: int, mc: int, nc: int,
+            outer: Sequence[str], b_panels: str) -> None:
+    """The whole blocking of the module docstring: NC-wide column blocks (loop jc) and MC-tall row
+    blocks (ic) around `register_tiles`, loops (outer..., kc, ic, ...) where `outer` holds jc;
+    B's panels packed per kc block and A's (with [pack_a]) per ic block."""
+    s.split(stage, "j", nc, "jc", "jn")
+    s.split(stage, "i", mc, "ic", "im")
+    register_tiles(s, stage, cfg, mr, nr, kc, "jn", "im", (*outer, "kc", "ic"))
+    s.compute_at(b_panels, stage, "kc")
+    if cfg["pack_a"]:
+        a_panels_at(s, stage, "ic")
