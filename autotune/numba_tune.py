@@ -254,7 +254,7 @@ def _serve() -> None:
 
 
 class _Worker:
-    """One worker subprocess speaking JSON lines; killed after a crash or a timeout."""
+    """One worker subprocess speaking JSON lines; killed after a crash, a timeout or the tuning."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "autotune.numba_tune"], stdin=subprocess.PIPE,
@@ -335,24 +335,16 @@ class _Worker:
                 except OSError:
                     pass
 
-    def close(self) -> None:
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
-
 
 # ---- checking outputs --------------------------------------------------------------------------
 
 def _differs(got: np.ndarray, want: np.ndarray, name: str, against: str, rtol: float | None) -> str | None:
     """Why `got` is not `want` (None if it is): elements compared with a tolerance relative to max|want|."""
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return f"{name} is {got.dtype}{list(got.shape)}, {against} gives {want.dtype}{list(want.shape)}"
-    if want.dtype.kind in "fc":
-        tol = rtol if rtol is not None else _REL_TOL.get(want.dtype.name, 1e-3)
+    if got.shape != want.shape:
+        return f"{name} has shape {list(got.shape)}, {against} gives {list(want.shape)}"
+    if got.dtype.kind in "fc" or want.dtype.kind in "fc":
+        tol = rtol if rtol is not None else max(_REL_TOL.get(d.name, 1e-3 if d.kind in "fc" else 0.0)
+                                                for d in (got.dtype, want.dtype))
         finite = np.abs(want[np.isfinite(want)])
         scale = max(1.0, float(finite.max()) if finite.size else 1.0)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -544,7 +536,7 @@ class NumbaAutotuner:
                     self._record(key, config, results[-1])
             finally:
                 if worker is not None:
-                    worker.close()
+                    worker.kill()
         times = [r.median for r in results]
         self.results[key], self.timings[key] = results, times
         if not any(r.ok for r in results):
@@ -560,7 +552,7 @@ class NumbaAutotuner:
                 "config": dict(config), "error": r.error.value if r.error else None, "message": r.message,
                 "costs": list(r.costs) if r.costs else None, "compile_s": r.compile_seconds, "timestamp": r.timestamp}
         with open(self.log, "a") as f:
-            f.write(json.dumps(line) + "\n")
+            f.write(json.dumps(line, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)) + "\n")
 
 
 def autotune_numba(*, configs: Sequence[Mapping[str, Any]], key: Sequence[str], reference: Callable[..., Any] | None = None,
