@@ -11,9 +11,12 @@ from autotune.version import __version__  # noqa: E402
 
 
 def __getattr__(name: str):  # the API pulls in numba: import it on first use
-    if name in ("op", "apply_history", "autotune_numba", "TunedOp"):
+    if name in ("op", "apply_history", "TunedOp"):
         from autotune import api
         return getattr(api, name)
+    if name == "autotune_numba":
+        from autotune import numba_tune
+        return numba_tune.autotune_numba
     if name in ("tune", "load_best"):
         from autotune import replay, tuning
         return getattr(tuning if name == "tune" else replay, name)

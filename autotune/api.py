@@ -1,4 +1,4 @@
-"""The Python API: tuned ops, applying logs, and autotuning hand-written Numba kernels.
+"""The Python API: tuned ops and applying logs (autotuning a hand-written Numba kernel: autotune/numba_tune.py).
 
 A tuned op from a template::
 
@@ -22,11 +22,9 @@ import contextvars
 import functools
 import os
 import threading
-import time
-import types
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -180,84 +178,3 @@ def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.P
         return wrap
     return wrap(fn)
 
-
-# ---- autotuning a hand-written Numba kernel (like Triton's autotune) -------------------------
-
-class NumbaAutotuner:
-    """Compiles one specialisation of a plain Python kernel per config (config values become
-    compile-time constants), times them on the first call with a new key, and keeps the fastest.
-
-    Example::
-
-        >>> import numpy as np, autotune
-        >>> @autotune.autotune_numba(configs=[{"BLOCK": 4}, {"BLOCK": 8}], key=["n"])
-        ... def add_one(x, out, n):
-        ...     for b in range(0, n, BLOCK):
-        ...         for i in range(b, min(b + BLOCK, n)):
-        ...             out[i] = x[i] + 1.0
-        >>> x = np.zeros(10); out = np.empty(10); add_one(x, out, 10); float(out[0])
-        1.0
-        >>> add_one.best[(10,)] in ({"BLOCK": 4}, {"BLOCK": 8})
-        True
-    """
-
-    def __init__(self, fn: Callable[..., Any], configs: Sequence[Mapping[str, Any]], key: Sequence[str],
-                 warmup: int = 1, repeat: int = 5, fastmath: bool = False) -> None:
-        if not configs:
-            raise AutotuneError("autotune_numba needs at least one config")
-        import inspect
-        self.fn = fn
-        self.params = list(inspect.signature(fn).parameters)
-        for k in key:
-            if k not in self.params:
-                raise AutotuneError(f"autotune_numba key {k!r} is not a parameter of {fn.__name__}{tuple(self.params)}")
-        self.configs = [dict(c) for c in configs]
-        self.key = list(key)
-        self.warmup, self.repeat, self.fastmath = warmup, repeat, fastmath
-        self.compiled: dict[int, Callable[..., Any]] = {}
-        self.best: dict[tuple, dict[str, Any]] = {}
-        self.timings: dict[tuple, list[float]] = {}
-        functools.update_wrapper(self, fn)
-
-    def _compiled(self, i: int) -> Callable[..., Any]:
-        if i not in self.compiled:
-            import numba
-            g = dict(self.fn.__globals__)
-            g.update(self.configs[i])
-            f = types.FunctionType(self.fn.__code__, g, self.fn.__name__, self.fn.__defaults__, self.fn.__closure__)
-            self.compiled[i] = numba.njit(nogil=True, fastmath=self.fastmath)(f)
-        return self.compiled[i]
-
-    def _key(self, args: Sequence[Any]) -> tuple:
-        vals = []
-        for k in self.key:
-            v = args[self.params.index(k)]
-            vals.append(tuple(v.shape) if isinstance(v, np.ndarray) else v)
-        return tuple(vals)
-
-    def __call__(self, *args: Any) -> Any:
-        key = self._key(args)
-        if key not in self.best:
-            times = []
-            for i in range(len(self.configs)):
-                f = self._compiled(i)
-                for _ in range(self.warmup):
-                    f(*args)
-                samples = []
-                for _ in range(self.repeat):
-                    t0 = time.perf_counter()
-                    f(*args)
-                    samples.append(time.perf_counter() - t0)
-                times.append(float(np.median(samples)))
-            best = int(np.argmin(times))
-            self.best[key] = self.configs[best]
-            self.timings[key] = times
-        return self._compiled(self.configs.index(self.best[key]))(*args)
-
-
-def autotune_numba(*, configs: Sequence[Mapping[str, Any]], key: Sequence[str], warmup: int = 1, repeat: int = 5,
-                   fastmath: bool = False) -> Callable[[Callable[..., Any]], NumbaAutotuner]:
-    """Decorator: tune the compile-time constants of a hand-written Numba kernel per key."""
-    def wrap(fn: Callable[..., Any]) -> NumbaAutotuner:
-        return NumbaAutotuner(fn, configs, key, warmup, repeat, fastmath)
-    return wrap

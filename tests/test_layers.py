@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "autotune.tuning": 10,
     "measure": 10,  # runners and experiments: on top of the engine, beside the assembly point
     "autotune.api": 11, "autotune.cli": 11, "autotune.distributed": 11, "autotune.bench": 11,
-    "autotune.replay": 11, "autotune.report": 11, "autotune.model_commands": 11, "autotune.__main__": 11, "autotune": 12,
+    "autotune.replay": 11, "autotune.report": 11, "autotune.model_commands": 11, "autotune.numba_tune": 11, "autotune.__main__": 11, "autotune": 12,
 }
 # the assembly point and the entry points pick runners: the only engine modules that import measure/
 MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli")

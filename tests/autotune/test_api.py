@@ -1,4 +1,4 @@
-"""The Python API: tuned ops from templates and from definitions, logs, and autotune_numba."""
+"""The Python API: tuned ops from templates and from definitions, and logs (autotune_numba: test_numba_tune.py)."""
 from __future__ import annotations
 
 import warnings
@@ -69,21 +69,3 @@ def test_bad_uses_are_clear_errors(tmp_path: Path) -> None:
     mm = autotune.op("matmul", policy="default")
     with pytest.raises(AutotuneError, match="dtype"):
         mm(np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float64))
-
-
-def test_autotune_numba_picks_a_config_per_key() -> None:
-    @autotune.autotune_numba(configs=[{"BLOCK": 2}, {"BLOCK": 16}], key=["x"])
-    def double(x, out):
-        n = x.shape[0]
-        for b in range(0, n, BLOCK):  # noqa: F821 - BLOCK is a compile-time constant
-            for i in range(b, min(b + BLOCK, n)):  # noqa: F821
-                out[i] = 2.0 * x[i]
-
-    x = np.arange(50.0)
-    out = np.empty_like(x)
-    double(x, out)
-    np.testing.assert_array_equal(out, 2 * x)
-    assert double.best[((50,),)] in ({"BLOCK": 2}, {"BLOCK": 16})
-    assert len(double.timings[((50,),)]) == 2
-    with pytest.raises(AutotuneError, match="not a parameter"):
-        autotune.autotune_numba(configs=[{}], key=["nope"])(lambda x: None)
