@@ -21,9 +21,11 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from autotune.environment import settings
 from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.task import Task
+from autotune.timing_lock import TimingLock, lock_path
 from measure.timing import TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
@@ -188,13 +190,14 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     base = baseline_callables(task, inputs, options.baselines)
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
-    for _ in range(options.rounds):
-        for name, fn in base.items():
-            with blas_threads(task.threads):
-                samples[name].append(time_callable(fn, options.protocol).median)
+    with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps these
+        for _ in range(options.rounds):
+            for name, fn in base.items():
+                with blas_threads(task.threads):
+                    samples[name].append(time_callable(fn, options.protocol).median)
+                time.sleep(options.pause_s)
+            mine.append(time_callable(run, options.protocol).median)
             time.sleep(options.pause_s)
-        mine.append(time_callable(run, options.protocol).median)
-        time.sleep(options.pause_s)
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
                        cands, tuning)
 

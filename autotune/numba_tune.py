@@ -57,6 +57,7 @@ import numpy as np
 from autotune.environment import settings, worker_env
 from autotune.errors import AutotuneError
 from autotune.runner import ErrorKind, MeasureResult
+from autotune.timing_lock import TimingLock, lock_path
 
 MODULES = ("numpy", "math", "cmath", "numba")  # the modules a kernel may use by name
 _CONSTANTS = (bool, int, float)  # module-level values passed to the worker as constants
@@ -154,24 +155,6 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
-class _timing_lock:
-    """The machine-wide timing lock (the file LocalRunner's timing worker holds), so timings never overlap."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path, self.fd = path, -1
-
-    def __enter__(self) -> None:
-        if self.path:
-            import fcntl
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # closing the file releases the lock
-            self.fd = -1
-
-
 def _load_args(req: Mapping[str, Any]) -> list[Any]:
     args = []
     for a in req["args"]:
@@ -222,7 +205,7 @@ def _measure(req: Mapping[str, Any], say: Callable[[dict[str, Any]], None]) -> d
         if returned:
             np.save(out / f"{req['prefix']}return.npy", np.asarray(ret), allow_pickle=False)
         samples = []
-        with _timing_lock(req["lock"]):
+        with TimingLock(req["lock"]):
             for _ in range(req["warmup"]):
                 reset()
                 kernel(*args)
@@ -507,7 +490,7 @@ class NumbaAutotuner:
             base = {"kind": "measure", "kernel": self.kernel, "names": self.params, "dir": tmp,
                     "args": self._save_args(values, folder), "outputs": self.outputs,
                     "restore": self.restore_value, "zero": self.reset_to_zero, "warmup": self.warmup,
-                    "repeat": self.repeat, "fastmath": self.fastmath, "lock": str(cache / "timing.lock")}
+                    "repeat": self.repeat, "fastmath": self.fastmath, "lock": lock_path(cache)}
             want = self._expected(values, state) if self.reference is not None else None
             against = f"the reference {getattr(self.reference, '__name__', '')}".rstrip()
             results: list[MeasureResult] = []

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from autotune.environment import settings, worker_env
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.timing_lock import lock_path
 from measure.timing import TimingProtocol
 from measure.worker import WorkerSetup
 
@@ -119,7 +120,7 @@ class LocalRunner:
         self.n_compile = options.compile_workers or (os.cpu_count() or 1)
         cache = settings().cache_dir
         cache.mkdir(parents=True, exist_ok=True)
-        self.lock = str(cache / "timing.lock")
+        self.lock = lock_path(cache)
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
         self.timing_cores = list(options.timing_cores) or allowed[:max(1, settings().threads)]
         self._compilers: list[_Worker] = []

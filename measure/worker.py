@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.timing_lock import TimingLock
+
 
 def _fmt(e: BaseException) -> str:
     msg = str(e).strip().splitlines()
@@ -124,7 +126,7 @@ class _Worker:
             costs = None
             noisy = False
             for _attempt in range(1 + int(p.get("retries", 2))):
-                with _timing_lock(self.lock_path):
+                with TimingLock(self.lock_path):
                     t = time_callable(run, proto)
                 if costs is None or t.spread < (max(costs) / min(costs)):
                     costs = list(t.samples)
@@ -135,26 +137,6 @@ class _Worker:
         except Exception as e:
             return {"ok": False, "error": "runtime_error", "message": _fmt(e) + "\n" + traceback.format_exc(limit=3)[-800:],
                     "compile_s": compile_s}
-
-
-class _timing_lock:
-    """An exclusive lock across processes on this machine, so timings never overlap."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path, self.fd = path, None
-
-    def __enter__(self) -> None:
-        if self.path:
-            import fcntl
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fd is not None:
-            import fcntl
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
 
 
 def main() -> None:
