@@ -15,7 +15,8 @@ Variables autotune reads:
 Variables autotune sets for Numba (before Numba is imported, unless already set; see numba_env()):
   NUMBA_SLP_VECTORIZE=1, NUMBA_OPT=2, and on AVX-512 hosts NUMBA_CPU_FEATURES=<host>,-prefer-256-bit
 
-Ray workers get every AUTOTUNE_* and NUMBA_* variable of the driver (ray_runtime_env()).
+Ray workers get the driver's AUTOTUNE_* and NUMBA_* variables (ray_runtime_env()) except
+NUMBA_CPU_FEATURES: each node derives its own from its CPU (a cluster may mix ISAs).
 
 Read by the test suite only:
   AUTOTUNE_TEMPLATE_EXAMPLES  examples per template and dtype in tests/templates (default: 3)
@@ -83,7 +84,8 @@ def ray_runtime_env() -> dict[str, Any]:
     """Ray's runtime_env for autotune's Ray workers: the AUTOTUNE_* and NUMBA_* variables and
     child_pythonpath(). Turns Ray's usage stats off in this process unless the user set them."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    env = {k: v for k, v in os.environ.items() if k.startswith(("AUTOTUNE_", "NUMBA_"))}
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith(("AUTOTUNE_", "NUMBA_")) and k != "NUMBA_CPU_FEATURES"}  # each node has its own
     return {"env_vars": {**env, "PYTHONPATH": child_pythonpath()}}
 
 

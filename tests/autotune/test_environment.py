@@ -57,7 +57,9 @@ def test_ray_workers_get_autotune_and_numba_variables_only(monkeypatch: pytest.M
     monkeypatch.setenv("AUTOTUNE_THREADS", "2")
     monkeypatch.setenv("NUMBA_OPT", "2")
     monkeypatch.setenv("SOMETHING_ELSE", "x")
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx512f")  # this host's: another node may lack them
     env = ray_runtime_env()["env_vars"]
     assert env["AUTOTUNE_THREADS"] == "2" and env["NUMBA_OPT"] == "2" and "SOMETHING_ELSE" not in env
+    assert "NUMBA_CPU_FEATURES" not in env
     assert env["PYTHONPATH"] == child_pythonpath()
     assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
