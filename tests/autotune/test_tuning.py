@@ -104,7 +104,23 @@ def test_a_sweep_spec_takes_a_cost_model_and_rejects_a_conflict() -> None:
 
 def test_the_cli_choices_come_from_the_registries() -> None:
     from autotune.cli import _parser
-    from autotune.cost_model import MODELS
+    from autotune.cost_model import CPU_MODELS
     from autotune.search import STRATEGIES
     text = json.dumps([a.choices for a in _parser()._subparsers._group_actions[0].choices["tune"]._actions])
-    assert all(m in text for m in MODELS) and all(s in text for s in STRATEGIES) and all(r in text for r in RUNNERS)
+    assert all(m in text for m in CPU_MODELS) and all(s in text for s in STRATEGIES) and all(r in text for r in RUNNERS)
+
+
+def test_load_best_checks_the_kernel_against_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.target import current_target
+    log = tmp_path / "l.jsonl"
+    RecordLog(log).append(Record(op="matmul", shape=TASK.shape_dict, dtype="float32", threads=1,
+                                 config=TASK.default_config().to_json(), costs=[1e-6], target=current_target(1)))
+    A = np.random.rand(16, 16).astype(np.float32)
+    np.testing.assert_allclose(autotune.load_best(log, "matmul", "16x16x16", threads=1)(A, A), A @ A, rtol=1e-4)
+    # the kernel is right; a reference that says otherwise makes it a wrong kernel for load_best
+    from dataclasses import replace
+
+    from templates import TEMPLATES
+    monkeypatch.setitem(TEMPLATES, "matmul", replace(TEMPLATES["matmul"], reference=lambda a, b: a @ b + 1.0))
+    with pytest.raises(AutotuneError, match="matmul.* computes a wrong answer \\(max error .*\\): retune the task"):
+        autotune.load_best(log, "matmul", "16x16x16", threads=1)
