@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -134,6 +135,10 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     task = as_task(op, shape, dtype, threads)
     if trials < 0 or batch < 1:
         raise AutotuneError(f"trials must be >= 0 and batch >= 1, got trials={trials}, batch={batch}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise AutotuneError(f"timeout_s must be a finite number of seconds > 0 (or None: no limit), got {timeout_s}")
+    if early_stopping is not None and early_stopping < 1:
+        raise AutotuneError(f"early_stopping must be >= 1 (or None: never stop early), got {early_stopping}")
     search = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained, roofline=roofline,
                          seed=seed)
     from autotune.progress import TuneProgress
