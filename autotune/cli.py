@@ -11,15 +11,21 @@
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
 
-Errors print one line naming what is wrong, and exit with status 2.
+Errors print one line naming what is wrong, and exit with status 2: a bad option value is
+caught before anything runs. A run in which every trial failed exits with status 1 and one line
+naming the most common failure and one of its messages.
+
+--trials counts the trials to make in this run, in `tune`, `bench` and a sweep spec alike:
+measurements resumed from the log are not counted.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, NoReturn, Sequence
 
 from autotune.cost_model import CPU_MODELS, TRAINABLE_MODELS
 from autotune.errors import AutotuneError
@@ -27,8 +33,51 @@ from autotune.search import STRATEGIES
 from autotune.tuning import RUNNERS
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors one line (main prints them and exits with status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise AutotuneError(f"{message} (see `{self.prog} --help`)")
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def _tile_models(text: str) -> list[str]:
+    from measure.tpu_eval import MODELS
+    names = [m for m in text.split(",") if m]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown models {unknown}; choose from {', '.join(MODELS)}" if unknown
+                                         else "name at least one model")
+    return names
+
+
+POSITIVE, COUNT = _int_at_least(1), _int_at_least(0)
+TRIALS_HELP = "trials to make in this run (measurements resumed from the log are not counted)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="autotune", description="Tune tensor-program schedules compiled with Numba.")
+    p = _Parser(prog="autotune", description="Tune tensor-program schedules compiled with Numba.")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="list operators, their shape dims and knobs")
@@ -37,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("op", help="operator name (see `autotune list`)")
         sp.add_argument("--shape", help="shape like 1024x1024x1024 (default: the operator's default)")
         sp.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-        sp.add_argument("--threads", type=int, default=None, help="threads for parallel kernels (default: all cores)")
+        sp.add_argument("--threads", type=POSITIVE, default=None, help="threads for parallel kernels (default: all cores)")
 
     def search_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--strategy", default=None, choices=list(STRATEGIES),
@@ -54,25 +103,25 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="find the best config and time it against NumPy/torch in one run")
     task_args(bench)
-    bench.add_argument("--trials", type=int, default=16,
-                       help="configs to tune (presets first); 0 with --log re-times the log's best")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--rounds", type=int, default=3, help="alternating timing blocks for the comparison")
+    bench.add_argument("--trials", type=COUNT, default=16,
+                       help=TRIALS_HELP + ", presets first; 0 with --log re-times the log's best")
+    bench.add_argument("--seed", type=COUNT, default=0)
+    bench.add_argument("--rounds", type=POSITIVE, default=3, help="alternating timing blocks for the comparison")
     bench.add_argument("--log", help="tuning log to reuse and extend (default: a temporary one)")
     search_args(bench)
     bench.add_argument("--json", dest="json_out", help="write the result as JSON to this file")
     bench.add_argument("--no-progress", action="store_true")
     tn = sub.add_parser("tune", help="tune an operator at a shape, logging every measurement")
     task_args(tn)
-    tn.add_argument("--trials", type=int, default=64, help="measurements to make (resumed ones not counted)")
+    tn.add_argument("--trials", type=POSITIVE, default=64, help=TRIALS_HELP)
     tn.add_argument("--log", required=True, help="tuning log (JSON lines); an existing log is resumed")
     search_args(tn)
     tn.add_argument("--runner", choices=list(RUNNERS), default=None,
                     help="where to measure (default: the operator's backend; local worker processes for CPU)")
-    tn.add_argument("--seed", type=int, default=0)
-    tn.add_argument("--batch", type=int, default=8, help="configs compiled in parallel per round")
-    tn.add_argument("--timeout", type=float, default=None, help="wall-time budget in seconds")
-    tn.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without improvement")
+    tn.add_argument("--seed", type=COUNT, default=0)
+    tn.add_argument("--batch", type=POSITIVE, default=8, help="configs compiled in parallel per round")
+    tn.add_argument("--timeout", type=_seconds, default=None, help="wall-time budget in seconds")
+    tn.add_argument("--early-stopping", type=POSITIVE, default=None, help="stop after N trials without improvement")
     tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
     tn.add_argument("--no-progress", action="store_true")
 
@@ -89,17 +138,20 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", dest="json_out")
 
     sw = sub.add_parser("sweep", help="tune many operators x shapes over Ray into one log")
-    sw.add_argument("spec", help="sweep spec (TOML or YAML): [[task]] entries with op, shapes, dtypes, trials")
+    sw.add_argument("spec", help="sweep spec (TOML or YAML): [[task]] entries with op, shapes, dtypes, trials "
+                    "(each task's " + TRIALS_HELP + ", as in `autotune tune --trials`)")
     sw.add_argument("--log", required=True, help="the log every record streams into (resumed if it exists)")
     sw.add_argument("--address", help="a Ray cluster address (default: start a local Ray)")
-    sw.add_argument("--compile-workers", type=int, default=1, help="parallel compiles per task")
+    sw.add_argument("--compile-workers", type=POSITIVE, default=1, help="parallel compiles per task")
     sw.add_argument("--no-progress", action="store_true")
 
     et = sub.add_parser("evaluate-tiles", help="TPU tile selection: APE of learned vs analytical models")
-    et.add_argument("--kernels", type=int, default=300, help="random kernels (ResNet, BERT, EfficientNet-like)")
-    et.add_argument("--seed", type=int, default=0)
-    et.add_argument("--models", default="analytical,xgb,lgbm,gnn,random")
-    et.add_argument("--search-kernels", type=int, default=10, help="held-out kernels tuned with guided search")
+    et.add_argument("--kernels", type=POSITIVE, default=300, help="random kernels (ResNet, BERT, EfficientNet-like)")
+    et.add_argument("--seed", type=COUNT, default=0)
+    et.add_argument("--models", type=_tile_models, default="analytical,xgb,lgbm,gnn,random",
+                    help="comma-separated cost models to compare")
+    et.add_argument("--search-kernels", type=COUNT, default=10,
+                    help="held-out kernels tuned with guided search (0: none)")
     et.add_argument("--export", help="write the dataset as TpuGraphs tile .npz files into this directory")
     et.add_argument("--json", dest="json_out")
 
@@ -109,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("replay", help="rebuild, re-verify and re-time the best kernel of each task in a log")
     rp.add_argument("log", help="a tuning log (JSON lines)")
-    rp.add_argument("--threads", type=int, default=None, help="time with this many threads (default: as logged)")
+    rp.add_argument("--threads", type=POSITIVE, default=None, help="time with this many threads (default: as logged)")
     rp.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
     rp.add_argument("--any-target", action="store_true",
                     help="also replay records measured on a machine of another ISA (with a warning)")
@@ -120,8 +172,6 @@ def _task(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from autotune.task import Task
     from templates import get_template
     t = get_template(args.op)
-    if args.threads is not None and args.threads < 1:
-        raise AutotuneError(f"--threads must be >= 1, got {args.threads}")
     return Task.create(t, args.shape or t.default_shape, args.dtype, args.threads)
 
 
@@ -175,9 +225,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from autotune.bench import BenchOptions, format_result, run_bench
     task = _task(args)
-    if args.trials < 0 or (args.trials == 0 and not args.log):
-        raise AutotuneError(f"--trials must be >= 1 (or 0 with --log: re-time the log's best), got {args.trials}")
-    opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=max(1, args.rounds),
+    if args.trials == 0 and not args.log:
+        raise AutotuneError("--trials must be >= 1 (or 0 with --log: re-time the log's best), got 0")
+    opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=args.rounds,
                         progress=not args.no_progress and sys.stderr.isatty())
     result = run_bench(task, opts, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
                        pretrained=args.pretrained)
@@ -189,10 +239,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from autotune.tuning import tune
+    from autotune.tuning import no_valid_config, tune
     task = _task(args)
-    if args.trials < 1 or args.batch < 1:
-        raise AutotuneError("--trials and --batch must be >= 1")
     result = tune(op=task, trials=args.trials, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
                   pretrained=args.pretrained, runner=args.runner, seed=args.seed, timeout_s=args.timeout,
                   early_stopping=args.early_stopping, batch=args.batch, progress=False if args.no_progress else None)
@@ -207,7 +255,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "errors": result.errors, "wall_seconds": result.wall_seconds, "best_seconds": result.best_seconds,
             "best_gflops": result.best_gflops,
             "best_config": result.best_config.to_json() if result.best_config else None}, indent=2) + "\n")
-    return 0 if result.best_config is not None else 1
+    if result.best_config is None:
+        print(f"autotune: error: {no_valid_config(result)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -217,7 +268,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        progress=not args.no_progress)
     failed = 0
     for key, st in states.items():
-        print(f"{key:<44} {st.done:>4}/{st.task.trials:<4} {st.status}")
+        print(f"{key:<44} {st.new:>4}/{st.task.trials:<4} {st.status}")
         failed += st.status.startswith("failed")
     print(f"records are in {args.log}; replay them with `autotune replay {args.log}`")
     return 1 if failed else 0
@@ -236,8 +287,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
         if args.command == "list":
             return cmd_list()
         if args.command == "show":
@@ -254,8 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sweep(args)
         if args.command == "evaluate-tiles":
             from measure.tpu_eval import run as run_tiles
-            res = run_tiles(args.kernels, args.seed, [m for m in args.models.split(",") if m], args.export,
-                            args.search_kernels)
+            res = run_tiles(args.kernels, args.seed, args.models, args.export, args.search_kernels)
             if args.json_out:
                 Path(args.json_out).write_text(json.dumps(res, indent=2, default=float) + "\n")
             return 0

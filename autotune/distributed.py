@@ -16,10 +16,14 @@ A sweep spec (TOML or YAML) lists operators x shapes x dtypes with budgets::
     shapes = ["1x64x56x56x64x3x3x1x1"]
     trials = 16
 
+`trials` is what `autotune tune --trials` means: the trials each task makes in this run.
+Records of the task already in the log are resumed (not measured again, and fed to the search
+first) and are not counted, so running a spec twice measures twice the trials.
+
 Every entry is checked before anything starts. Each task is tuned by a Ray task on some node
 (compiling and timing there); its records stream back to the driver, which appends them to one
 log as they arrive and shows every task's progress. A killed sweep resumes from its log; a task
-whose worker dies is resubmitted with the records measured so far.
+whose worker dies is resubmitted with the records measured so far and the trials it has left.
 """
 from __future__ import annotations
 
@@ -126,7 +130,8 @@ def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
 # ---- running a sweep -------------------------------------------------------------------------
 
 def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_workers: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """Runs on a Ray worker: tune one task, pushing every record to the driver's queue."""
+    """Runs on a Ray worker: tune one task (spec["trials"]: the trials left to make), pushing every
+    record to the driver's queue."""
     import tempfile
 
     from autotune.records import Record, RecordLog
@@ -147,7 +152,7 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
         log = RecordLog(Path(tmp) / "resume.jsonl")
         for line in previous:
             log.append(Record.from_json(json.loads(line)))
-        res = tune(op=task, trials=max(0, spec["trials"] - len(previous)), log=StreamingLog(log.path),
+        res = tune(op=task, trials=spec["trials"], log=StreamingLog(log.path),
                    strategy=spec["strategy"], cost_model=spec["cost_model"], seed=spec["seed"], progress=False,
                    runner_options=LocalRunnerOptions(compile_workers=compile_workers), batch=max(2, compile_workers * 2))
     return {"task": task.key(), "measured": res.measured, "best_seconds": res.best_seconds}
@@ -156,12 +161,18 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
 @dataclass
 class SweepState:
     task: SweepTask
-    done: int = 0
+    done: int = 0  # records of the task in the log
+    resumed: int = 0  # of them, those in the log before this run
     best: float = float("inf")
     status: str = "queued"
     attempts: int = 0
     pid: int | None = None
     lines: list[str] = field(default_factory=list)
+
+    @property
+    def new(self) -> int:
+        """Trials made in this run (what the spec's `trials` counts)."""
+        return self.done - self.resumed
 
 
 def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: str | None = None,
@@ -180,6 +191,8 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                 st.lines.append(r.to_line())
                 st.done += 1
                 st.best = min(st.best, r.seconds)
+    for st in states.values():
+        st.resumed = st.done
     queue = Queue()
     remote = ray.remote(num_cpus=1, max_retries=0)(_tune_remote)
 
@@ -187,16 +200,11 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         st.attempts += 1
         st.status = "running"
         spec_d = {"op": st.task.op, "shape": st.task.shape, "dtype": st.task.dtype, "threads": st.task.threads,
-                  "trials": st.task.trials, "strategy": st.task.strategy, "cost_model": st.task.cost_model,
+                  "trials": st.task.trials - st.new, "strategy": st.task.strategy, "cost_model": st.task.cost_model,
                   "seed": st.task.seed}
         return remote.remote(spec_d, list(st.lines), queue, compile_workers)
 
-    refs = {}
-    for st in states.values():
-        if st.done >= st.task.trials:
-            st.status = "done (from log)"
-        else:
-            refs[submit(st)] = st
+    refs = {submit(st): st for st in states.values()}
     view = _SweepView(states, progress)
 
     def drain() -> None:
@@ -234,7 +242,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                     st.status = "done"
                 except Exception as e:  # the worker died or the task failed: resubmit what is left
                     drain()
-                    if st.attempts < max_attempts and st.done < st.task.trials:
+                    if st.attempts < max_attempts and st.new < st.task.trials:
                         st.status = f"retrying ({type(e).__name__})"
                         refs[submit(st)] = st
                     else:
@@ -259,7 +267,7 @@ class _SweepView:
             from autotune.task import Task
             fl = Task.create(st.task.op, st.task.shape, st.task.dtype, st.task.threads).flops()
             best = f"{fl / st.best / 1e9:.1f}" if st.best < float("inf") else "-"
-            t.add_row(key, f"{st.done}/{st.task.trials}", best, st.status)
+            t.add_row(key, f"{st.new}/{st.task.trials}", best, st.status)
         return t
 
     def __enter__(self) -> "_SweepView":

@@ -38,3 +38,8 @@ class ShapeError(AutotuneError, ValueError):
 
 class CompileError(AutotuneError, RuntimeError):
     """Numba failed to compile generated source. The message carries the source path."""
+
+
+class CacheError(AutotuneError):
+    """The compile cache cannot be used (a directory that cannot be written): the environment's
+    fault, not a config's. The message names the directory and how to pick another."""

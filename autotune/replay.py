@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from autotune.codegen import Kernel
+from autotune.codegen.check import check_output, poisoned
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordError, best_per_task, from_target, load_records
 from autotune.target import current_target
@@ -116,6 +117,23 @@ def load_best(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] |
               dtype: str = "float32", *, threads: int | None = None, any_target: bool = False) -> Kernel:
     """The best kernel of a task in a log, rebuilt from its config (validated first) as a callable.
     threads: the thread count it was tuned for (default: this machine's); any_target: also use a
-    record measured on a machine of another ISA."""
+    record measured on a machine of another ISA. The kernel is checked against the task's reference
+    once before it is returned: a kernel that computes something else raises."""
     rec = best_record(log, op, shape, dtype, threads=threads, any_target=any_target)
-    return rec.task().build(rec.validated_config())
+    task = rec.task()
+    kernel = task.build(rec.validated_config())
+    check_kernel(task, kernel)
+    return kernel
+
+
+def check_kernel(task: Task, kernel: Kernel, seed: int = 0) -> None:
+    """Run `kernel` once on the task's random inputs and compare with its reference; raise
+    AutotuneError if it is wrong."""
+    import numpy as np
+    ins = task.inputs(seed=seed)
+    out = poisoned(kernel.output_shape, task.dtype)
+    kernel(*ins, out=out)
+    res = check_output(out, np.asarray(task.reference(ins)), task.dtype)
+    if not res.ok:
+        raise AutotuneError(f"the kernel rebuilt for {task.key()} from {kernel.path} computes a wrong answer "
+                            f"({res.message}): retune the task")

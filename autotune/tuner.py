@@ -48,6 +48,8 @@ class TuneResult:
     errors: int
     wall_seconds: float
     history: list[tuple[float, float]] = field(default_factory=list)  # (elapsed s, best s so far)
+    # the measurements of this run that failed, by kind: (count, the first one's message); set by autotune.tuning
+    failures: dict[ErrorKind, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def best_gflops(self) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autotune.errors import AutotuneError
 from autotune.records import RecordLog
-from autotune.runner import Runner
+from autotune.runner import ErrorKind, MeasureResult, Runner
 from autotune.search import Strategy, make_strategy
+from autotune.space import Config
 from autotune.task import Task
 from autotune.tuner import Callback, Tuner, TuneOptions, TuneResult
 
@@ -61,6 +63,9 @@ def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_mode
         name = strategy if isinstance(strategy, str) else type(strategy).__name__
         raise AutotuneError(f"a cost model steers the evolutionary search; strategy {name!r} cannot use one: "
                             "drop the strategy or the cost model")
+    from autotune.cost_model import REGISTRY
+    if cost_model in REGISTRY:
+        REGISTRY[cost_model].check_available(cost_model)  # a missing package: an error before any measurement
     from autotune.search.guided import guided_search
     search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, roofline=roofline, seed=seed)
     return Search(search, (updater,))
@@ -130,18 +135,56 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     task = as_task(op, shape, dtype, threads)
     if trials < 0 or batch < 1:
         raise AutotuneError(f"trials must be >= 0 and batch >= 1, got trials={trials}, batch={batch}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise AutotuneError(f"timeout_s must be a finite number of seconds > 0 (or None: no limit), got {timeout_s}")
+    if early_stopping is not None and early_stopping < 1:
+        raise AutotuneError(f"early_stopping must be >= 1 (or None: never stop early), got {early_stopping}")
     search = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained, roofline=roofline,
                          seed=seed)
     from autotune.progress import TuneProgress
     show = sys.stderr.isatty() if progress is None else progress
     own = runner is None or isinstance(runner, str)
+    failures = _Failures()
     with _owned(make_runner(runner, task=task, options=runner_options), own) as r, \
             TuneProgress(task, trials, show) as bar:
         records = log if isinstance(log, RecordLog) or log is None else RecordLog(log)
         tuner = Tuner(task, search.strategy, r, records,
-                      callbacks=[*search.callbacks, *callbacks, bar.update],
+                      callbacks=[*search.callbacks, *callbacks, bar.update, failures],
                       initial=task.presets() if presets else ())
-        return tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch))
+        result = tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch))
+    result.failures = failures.by_kind
+    return result
+
+
+class _Failures:
+    """A tuner callback counting the failed measurements of a run by kind, keeping the first message."""
+
+    def __init__(self) -> None:
+        self.by_kind: dict[ErrorKind, tuple[int, str]] = {}
+
+    def __call__(self, task: Task, configs: Sequence[Config], results: Sequence[MeasureResult]) -> None:
+        for res in results:
+            if res.error is not None:
+                count, message = self.by_kind.get(res.error, (0, res.message))
+                self.by_kind[res.error] = (count + 1, message)
+
+
+def no_valid_config(result: TuneResult) -> str:
+    """Why a run found no config that works: the most common failure kind and one of its messages.
+
+    >>> from autotune.tuner import TuneResult
+    >>> r = TuneResult(Task.create("matmul", "8x8x8", threads=1), None, float("inf"), 2, 0, 2, 0.1,
+    ...                failures={ErrorKind.COMPILE_ERROR: (2, "Numba could not compile the kernel")})
+    >>> no_valid_config(r)
+    'no config of matmul|M=8,N=8,K=8|float32|threads=1 ran correctly: 2 of 2 trials failed, most often compile_error (2 of them), e.g. Numba could not compile the kernel'
+    """
+    where = f"no config of {result.task.key()} ran correctly"
+    if not result.failures:
+        return f"{where}: no trial was made ({result.measured} measured, {result.resumed} resumed from the log)"
+    kind, (count, message) = max(result.failures.items(), key=lambda kv: kv[1][0])
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "(no message)")
+    return (f"{where}: {result.errors} of {result.measured} trials failed, most often {kind.value} "
+            f"({count} of them), e.g. {first}")
 
 
 def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None = None, dtype: str = "float32",
@@ -156,4 +199,4 @@ def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     return Task.create(t, shape if shape is not None else t.default_shape, dtype, threads)
 
 
-__all__ = ["RUNNERS", "Search", "as_task", "make_runner", "make_search", "tune"]
+__all__ = ["RUNNERS", "Search", "as_task", "make_runner", "make_search", "no_valid_config", "tune"]

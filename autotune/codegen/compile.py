@@ -1,8 +1,10 @@
 """Compile generated source with Numba, cached on disk by a hash of the source.
 
-The source is written to `<cache>/kernels/k_<hash>.py` and imported; Numba's own cache
+The source is written to `<cache>/kernels/k_<hash>.py` and run as a module; Numba's own cache
 (`cache=True`) keeps the machine code beside it, so another process that builds the same
-schedule loads the kernel instead of recompiling it.
+schedule loads the kernel instead of recompiling it. The cache is verified, not trusted: what
+runs is always the source generated for the schedule (an entry holding other bytes is rewritten),
+and Numba cache files that fail to load are dropped and rebuilt.
 
 Example::
 
@@ -18,11 +20,13 @@ Example::
 """
 from __future__ import annotations
 
-import importlib.util
+import contextlib
 import os
+import stat
 import sys
 import tempfile
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -31,13 +35,14 @@ import numpy as np
 
 from autotune.codegen.buffers import aligned_empty
 from autotune.environment import configure_numba, settings
-from autotune.errors import CompileError, ShapeError
+from autotune.errors import CacheError, CompileError, ShapeError
 from autotune.ir.stmt import Function, LoopNest
 from autotune.schedule.lower import lower
 from autotune.schedule.schedule import Schedule
 
 configure_numba()
 import numba  # noqa: E402  (after configure_numba on purpose)
+from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.source import generate_source, scratch, source_hash  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
@@ -48,33 +53,106 @@ def _cache_key_extra() -> str:
     return f"numba={numba.__version__};" + ";".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
+def _unwritable(root: Path, e: OSError) -> CacheError:
+    return CacheError(f"the compile cache {root} is not writable ({e.strerror or type(e).__name__}): "
+                      "set AUTOTUNE_CACHE_DIR to a writable directory")
+
+
 def kernel_dir(cache_dir: Path | None = None) -> Path:
-    d = (cache_dir or settings().cache_dir) / "kernels"
-    d.mkdir(parents=True, exist_ok=True)
+    """`<cache>/kernels`, made if missing; a cache that cannot be made is a CacheError naming it."""
+    root = cache_dir or settings().cache_dir
+    d = root / "kernels"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(root, e) from None
     return d
 
 
-def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, float]:
-    """Import the module for `source` (writing it once); return (module, path, seconds spent)."""
-    h = source_hash(source, _cache_key_extra())
-    path = kernel_dir(cache_dir) / f"k_{h}.py"
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
+def _holds(path: Path, expected: bytes) -> bool:
+    """Whether `path` is a regular file holding exactly `expected` (read no further than that)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):  # a symlink, FIFO or directory is never an entry
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        return f.read(len(expected) + 1) == expected
+
+
+def _write_entry(path: Path, expected: bytes, root: Path) -> None:
+    """Write `expected` to `path` atomically: a temporary file beside it, then os.replace."""
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(expected)
         os.replace(tmp, path)
-    name = f"autotune_kernel_{h}"
-    if name in sys.modules:
-        return sys.modules[name], path, 0.0
-    t0 = time.perf_counter()
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
+        tmp = None
+    except IsADirectoryError:
+        raise CacheError(f"the compile cache entry {path} is a directory: remove it, or set AUTOTUNE_CACHE_DIR "
+                         "to another directory") from None
+    except OSError as e:
+        raise _unwritable(root, e) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _numba_cache_files(path: Path) -> list[Path]:
+    """Numba's cache files (index .nbi, data .nbc) of the kernels defined in the module at `path`."""
+    dirs = [path.parent / "__pycache__"]
+    if numba.config.CACHE_DIR:
+        sub = UserProvidedCacheLocator.get_suitable_cache_subpath(str(path))
+        dirs.append(Path(numba.config.CACHE_DIR) / sub)
+    return [f for d in dirs for f in d.glob(f"{path.stem}.*") if f.suffix in (".nbi", ".nbc")]
+
+
+def _execute(name: str, source: str, path: Path) -> Any:
+    """Run the generated source (never the file's bytes) as module `name`, backed by `path`."""
+    mod = types.ModuleType(name)
+    mod.__file__ = str(path)
+    code = compile(source, str(path), "exec")
     sys.modules[name] = mod  # before executing: Numba's cache looks the module up by name
     try:
-        spec.loader.exec_module(mod)
-    except Exception as e:  # numba typing/lowering errors arrive here
+        exec(code, mod.__dict__)
+    except BaseException:
         del sys.modules[name]
+        raise
+    return mod
+
+
+def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, float]:
+    """Import the module for `source`; return (module, path, seconds spent).
+
+    The cache is verified, not trusted: the entry `k_<hash>.py` is rewritten unless it holds
+    exactly `source`, and the module runs `source` itself, so no bytes planted in the cache run.
+    Numba's cache files that fail to load are dropped and the kernel compiled once more.
+    """
+    h = source_hash(source, _cache_key_extra())
+    name = f"autotune_kernel_{h}"
+    root = cache_dir or settings().cache_dir
+    path = kernel_dir(cache_dir) / f"k_{h}.py"
+    expected = source.encode()
+    if not _holds(path, expected):
+        _write_entry(path, expected, root)
+    if name in sys.modules:  # built from this same source earlier in this process
+        return sys.modules[name], path, 0.0
+    t0 = time.perf_counter()
+    try:
+        try:
+            mod = _execute(name, source, path)
+        except Exception:
+            stale = _numba_cache_files(path)
+            if not stale:
+                raise
+            for f in stale:  # corrupt or foreign: drop them and compile afresh, once
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+            mod = _execute(name, source, path)
+    except Exception as e:  # numba typing/lowering errors arrive here
         raise CompileError(f"Numba could not compile the kernel in {path}: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
     return mod, path, time.perf_counter() - t0

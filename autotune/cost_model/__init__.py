@@ -34,11 +34,22 @@ class ModelEntry:
     task it will score, or None).
     cpu: it scores CPU loop-nest features (a choice of `autotune tune --cost-model`).
     trainable: `autotune train-model` saves it fitted to logs.
+    requires: (module, what it is, the pip extra that brings it) of each optional package it needs;
+    `check_available` imports them, so a missing one is an error before any measurement.
     """
     path: str
     make: Callable[[Any, str, int, "Task | None"], CostModel]
     cpu: bool = True
     trainable: bool = True
+    requires: tuple[tuple[str, str, str], ...] = ()
+
+    def check_available(self, name: str) -> None:
+        """Raise ModelError naming the pip extra when a package the model needs cannot be imported."""
+        for module, what, extra in self.requires:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                raise ModelError(f"the {name} cost model needs {what}: pip install 'autotune[{extra}]'") from None
 
     def load_class(self) -> Any:
         module, name = self.path.split(":")
@@ -52,7 +63,8 @@ REGISTRY: dict[str, ModelEntry] = {
                        lambda cls, objective, seed, task: cls(objective=objective, seed=seed)),
     "gnn": ModelEntry("autotune.cost_model.gnn_model:GNNModel",
                       lambda cls, objective, seed, task: cls(loss="mse" if objective == "regression" else "rank_logistic",
-                                                             seed=seed)),
+                                                             seed=seed),
+                      requires=(("torch", "PyTorch", "gnn"),)),
     "random": ModelEntry("autotune.cost_model.random_model:RandomModel",
                          lambda cls, objective, seed, task: cls(seed=seed)),
     # scores the TPU emulator's tile features (its roofline columns), not CPU loop nests

@@ -1,12 +1,15 @@
-"""The command line: one-line errors (exit 2), list, show."""
+"""The command line: one-line errors (exit 2) for every bad option value, an all-failed run
+(exit 1, naming why), a missing optional package reported before any measurement, list, show."""
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from autotune.cli import main
+from autotune.records import load_records
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -51,3 +54,75 @@ def test_report_summarises_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["report", str(log), "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
     assert "random" in out and (tmp_path / "c.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["tune", "matmul", "--log", "x.jsonl", "--trials", "0"], "argument --trials: must be >= 1, got 0"),
+    (["tune", "matmul", "--log", "x.jsonl", "--trials", "ten"], "argument --trials: must be an integer >= 1, got 'ten'"),
+    (["tune", "matmul", "--log", "x.jsonl", "--batch", "0"], "argument --batch: must be >= 1"),
+    (["tune", "matmul", "--log", "x.jsonl", "--timeout", "-5"], "argument --timeout: must be a finite number of seconds > 0"),
+    (["tune", "matmul", "--log", "x.jsonl", "--timeout", "0"], "argument --timeout: must be a finite"),
+    (["tune", "matmul", "--log", "x.jsonl", "--timeout", "nan"], "argument --timeout: must be a finite"),
+    (["tune", "matmul", "--log", "x.jsonl", "--timeout", "inf"], "argument --timeout: must be a finite"),
+    (["tune", "matmul", "--log", "x.jsonl", "--early-stopping", "0"], "argument --early-stopping: must be >= 1"),
+    (["tune", "matmul", "--log", "x.jsonl", "--threads", "-3"], "argument --threads: must be >= 1, got -3"),
+    (["tune", "matmul", "--log", "x.jsonl", "--seed", "-1"], "argument --seed: must be >= 0"),
+    (["tune", "matmul", "--log", "x.jsonl", "--cost-model", "svm"], "argument --cost-model: invalid choice: 'svm'"),
+    (["tune", "matmul"], "the following arguments are required: --log"),
+    (["bench", "matmul", "--trials", "-1"], "argument --trials: must be >= 0"),
+    (["bench", "matmul", "--trials", "0"], "--trials must be >= 1 (or 0 with --log"),
+    (["bench", "matmul", "--rounds", "0"], "argument --rounds: must be >= 1"),
+    (["bench", "matmul", "--seed", "x"], "argument --seed: must be an integer"),
+    (["show", "matmul", "--threads", "0"], "argument --threads: must be >= 1"),
+    (["sweep", "spec.toml", "--log", "x.jsonl", "--compile-workers", "0"], "argument --compile-workers: must be >= 1"),
+    (["evaluate-tiles", "--kernels", "0"], "argument --kernels: must be >= 1"),
+    (["evaluate-tiles", "--search-kernels", "-2"], "argument --search-kernels: must be >= 0"),
+    (["evaluate-tiles", "--models", "xgb,svm"], "argument --models: unknown models ['svm']"),
+    (["replay", "x.jsonl", "--threads", "0"], "argument --threads: must be >= 1"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_every_invalid_option_value_is_one_line_and_exit_2(argv: list[str], needle: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and err.startswith("autotune: error:"), err
+    assert not (tmp_path / "x.jsonl").exists()  # nothing ran
+
+
+def test_a_run_in_which_every_trial_failed_names_the_most_common_failure(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.measure import faulty_templates as ft  # registers `faulty` here and in the workers
+    log = tmp_path / "t.jsonl"
+    code = main(["tune", "faulty", "--shape", f"16x{ft.WRONG}", "--threads", "1", "--trials", "2", "--log", str(log),
+                 "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith("autotune: error: no config of faulty|N=16,mode=3|float32|threads=1 ran correctly: "
+                             "2 of 2 trials failed, most often wrong_answer (2 of them), e.g. max error"), err
+    assert len(load_records(log)) == 2  # every failure is still in the log
+
+
+BLOCK_TORCH = """
+import sys
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'")
+sys.meta_path.insert(0, NoTorch())
+from autotune.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_missing_optional_dependency_is_reported_before_any_measurement(tmp_path: Path) -> None:
+    from autotune.environment import ROOT, worker_env
+    log = tmp_path / "t.jsonl"
+    p = subprocess.run([sys.executable, "-c", BLOCK_TORCH, "tune", "matmul", "--shape", "16x16x16", "--threads", "1",
+                        "--trials", "8", "--cost-model", "gnn", "--log", str(log)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=worker_env())
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and err == ["autotune: error: the gnn cost model needs PyTorch: pip install 'autotune[gnn]'"], \
+        p.stderr[-2000:]
+    assert not log.exists() or load_records(log) == []  # no measurement was made

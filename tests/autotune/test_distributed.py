@@ -4,6 +4,7 @@ Every Ray these tests start is on this machine and is shut down by its fixture.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -57,9 +58,11 @@ def test_sweep_on_local_ray_into_one_log_and_resume(local_ray, tmp_path: Path) -
     assert all(st.status == "done" for st in states.values())
     recs = load_records(log)
     assert len(recs) == 9 and {r.key for r in recs} == {t.key for t in tasks}
-    again = run_sweep(tasks, log, progress=False)  # resumed: nothing left to measure
-    assert all(st.status == "done (from log)" for st in again.values())
-    assert len(load_records(log)) == 9
+    again = run_sweep(tasks, log, progress=False)  # resumed, then `trials` more each, as `tune --trials`
+    assert all(st.status == "done" and (st.resumed, st.new) == (3, 3) for st in again.values())
+    recs = load_records(log)
+    assert len(recs) == 18
+    assert all(len({json.dumps(r.config, sort_keys=True) for r in recs if r.key == t.key}) == 6 for t in tasks)
 
 
 @pytest.fixture
@@ -95,7 +98,7 @@ def test_sweep_on_two_nodes_survives_a_killed_worker(two_node_cluster, tmp_path:
     states = run_sweep(tasks, log, progress=False, on_event=on_event)
     assert victim.get("killed"), "the test must kill a worker mid-sweep"
     recs = load_records(log)
-    assert all(st.done >= st.task.trials for st in states.values()), {k: (s.done, s.status) for k, s in states.items()}
+    assert all(st.new >= st.task.trials for st in states.values()), {k: (s.done, s.status) for k, s in states.items()}
     assert states[victim["task"]].attempts >= 2  # the killed task was resubmitted
     assert len(recs) >= victim["lines_before"]
     streamed = [e["line"] for e in seen if e["kind"] == "record"]

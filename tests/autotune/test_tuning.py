@@ -108,3 +108,39 @@ def test_the_cli_choices_come_from_the_registries() -> None:
     from autotune.search import STRATEGIES
     text = json.dumps([a.choices for a in _parser()._subparsers._group_actions[0].choices["tune"]._actions])
     assert all(m in text for m in CPU_MODELS) and all(s in text for s in STRATEGIES) and all(r in text for r in RUNNERS)
+
+
+def test_load_best_checks_the_kernel_against_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.target import current_target
+    log = tmp_path / "l.jsonl"
+    RecordLog(log).append(Record(op="matmul", shape=TASK.shape_dict, dtype="float32", threads=1,
+                                 config=TASK.default_config().to_json(), costs=[1e-6], target=current_target(1)))
+    A = np.random.rand(16, 16).astype(np.float32)
+    np.testing.assert_allclose(autotune.load_best(log, "matmul", "16x16x16", threads=1)(A, A), A @ A, rtol=1e-4)
+    # the kernel is right; a reference that says otherwise makes it a wrong kernel for load_best
+    from dataclasses import replace
+
+    from templates import TEMPLATES
+    monkeypatch.setitem(TEMPLATES, "matmul", replace(TEMPLATES["matmul"], reference=lambda a, b: a @ b + 1.0))
+    with pytest.raises(AutotuneError, match="matmul.* computes a wrong answer \\(max error .*\\): retune the task"):
+        autotune.load_best(log, "matmul", "16x16x16", threads=1)
+
+
+@pytest.mark.parametrize("bad,needle", [({"timeout_s": float("nan")}, "timeout_s must be a finite number"),
+                                        ({"timeout_s": -5.0}, "timeout_s must be a finite number"),
+                                        ({"early_stopping": 0}, "early_stopping must be >= 1"),
+                                        ({"trials": -1}, "trials must be >= 0")])
+def test_bad_budgets_are_errors_before_anything_runs(bad: dict, needle: str, tmp_path: Path) -> None:
+    with pytest.raises(AutotuneError, match=needle):
+        tune(op=TASK, log=tmp_path / "l.jsonl", progress=False, **bad)
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_a_run_in_which_every_trial_failed_says_why(tmp_path: Path) -> None:
+    from autotune.tuning import no_valid_config
+    from tests.measure import faulty_templates as ft  # registers `faulty` here and in the workers
+    r = tune(op="faulty", shape={"N": 16, "mode": ft.COMPILE_ERROR}, threads=1, trials=2, log=tmp_path / "l.jsonl",
+             progress=False)
+    assert r.best_config is None and sum(n for n, _ in r.failures.values()) == r.errors == 2
+    assert "2 of 2 trials failed, most often compile_error (2 of them), e.g. " in no_valid_config(r)
+    assert "no_such_function" in no_valid_config(r)
