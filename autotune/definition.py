@@ -101,7 +101,10 @@ class Definitions:
             known = ", ".join(f"{dict(s)} {dt}" for s, dt in self.by_key) or "none"
             raise DefinitionError(f"{self.name}: no definition at {dict(shape)} {dtype} (this process knows it only "
                                   f"from data: {known})")
-        d = _read(self._call(shape, dtype))
+        try:
+            d = _read(self._call(shape, dtype))
+        except DefinitionError as e:
+            raise DefinitionError(f"{self.name}: {e}") from None
         self._keep(k, d)
         return d
 
@@ -122,7 +125,10 @@ class Definitions:
     def add(self, data: Any) -> Definition:
         """Add a definition read as data (validated); one that differs from the definition this
         operator already has at its shape and dtype is an error."""
-        d = _read(data)
+        try:
+            d = _read(data)
+        except DefinitionError as e:
+            raise DefinitionError(f"{self.name}: {e}") from None
         names = list(d.arg_names)
         if self.params is not None and names != self.params:
             raise DefinitionError(f"{self.name}: the definition's inputs {names} are not the operator's {self.params}")
