@@ -127,3 +127,59 @@ def test_every_template_runs_through_autotune_op(name: str) -> None:
         got = op(*ins)
     np.testing.assert_allclose(got, task.reference(ins), rtol=2e-3, atol=2e-3)
     assert t.shape_from(*ins) == task.shape_dict
+
+
+def _row_dot_data(n: int = 6, k: int = 4) -> dict:
+    from autotune.ir.serialize import to_data
+    X = te.placeholder((n, k), name="X")
+    W = te.placeholder((k,), name="W")
+    j = te.reduce_axis(k, name="j")
+    return to_data(te.compute((n,), lambda i: te.sum(X[i, j] * W[j], axis=j), name="out"), [X, W])
+
+
+def test_a_log_alone_makes_a_user_op_loadable_by_its_shape_string(tmp_path: Path) -> None:
+    from autotune.definition import default_config, register_definition
+    from autotune.records import Record, RecordLog, load_records
+    from autotune.ir.serialize import from_data
+    data = _row_dot_data()
+    cfg = default_config(from_data(data)[0], 1)
+    log = tmp_path / "log.jsonl"
+    RecordLog(log).append(Record(op="logged_row_dot", shape={"X0": 6, "W0": 4, "X1": 4}, dtype="float32", threads=1,
+                                 config=cfg, costs=[1e-6], definition=data))
+    (rec,) = load_records(log)
+    assert rec.definition == data
+    k = autotune.load_best(log, "logged_row_dot", "6x4x4", threads=1)  # X0 x X1 x W0: the definition's order
+    X, W = np.random.rand(6, 4).astype(np.float32), np.random.rand(4).astype(np.float32)
+    np.testing.assert_allclose(k(X, W), X @ W, rtol=1e-5)
+    with pytest.raises(AutotuneError, match=r"expected 3 \(X0xX1xW0\)"):
+        autotune.load_best(log, "logged_row_dot", "6x4", threads=1)
+    assert register_definition("logged_row_dot", data).flops({"X0": 6, "X1": 4, "W0": 4}) == 48
+
+
+def test_a_hostile_or_conflicting_definition_in_a_log_makes_only_that_record_unusable() -> None:
+    from autotune.records import Record, RecordError
+    bad = _row_dot_data()
+    bad["computes"][0]["body"] = {"load": "secret", "index": [{"var": "i"}]}
+    rec = Record(op="hostile_op", shape={"X0": 6, "W0": 4, "X1": 4}, dtype="float32", threads=1, config={},
+                 costs=[1e-6], definition=bad)
+    with pytest.raises(RecordError, match="not an input"):
+        rec.task()
+    as_matmul = Record(op="matmul", shape={"M": 6, "N": 4, "K": 4}, dtype="float32", threads=1, config={},
+                       costs=[1e-6], definition=_row_dot_data())
+    with pytest.raises(RecordError, match="library operator"):
+        as_matmul.task()
+    changed = Record(op="row_dot", shape={"X0": 6, "W0": 4, "X1": 4}, dtype="float32", threads=1, config={},
+                     costs=[1e-6], definition=_row_dot_data() | {"output": "out"})
+    changed.definition["computes"][0]["body"]["bin"] = "+"  # the function here multiplies
+    with pytest.raises(RecordError, match="changed since it was recorded"):
+        changed.task()
+
+
+def test_decorating_an_op_registers_no_module_for_workers_to_run() -> None:
+    from templates import USER_MODULES
+
+    @autotune.op(policy="default")
+    def plus_one(A):
+        return te.compute(A.shape, lambda i: A[i] + 1.0, name="out")
+    assert not any(m.startswith("file:") or m == __name__ for m in USER_MODULES)
+    assert plus_one.template.definition is not None
