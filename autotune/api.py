@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import sys
 import threading
 import warnings
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from autotune.codegen import Kernel
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Record, best_per_task, from_target, load_records
 from autotune.target import current_target
 from autotune.task import Task
@@ -58,7 +59,8 @@ class OpOptions:
     no log covers does — "tune" within `trials`/`timeout_s`, "log" (use the log, else a default
     schedule, said once), "default" (never tune); strategy, cost_model, pretrained: the search
     (autotune.tuning.make_search); threads: for parallel kernels; any_target: also use records
-    measured on a machine of another ISA (with a warning)."""
+    measured on a machine of another ISA (with a warning); verbose: a progress bar while tuning on
+    an interactive stderr, else one summary line (False: silent)."""
     log: str | None = None
     policy: str = "tune"
     trials: int = 16
@@ -69,23 +71,29 @@ class OpOptions:
     threads: int | None = None
     seed: int = 0
     any_target: bool = False
+    verbose: bool = True
 
 
 class TunedOp:
-    """A callable op: NumPy arrays in, NumPy array out, with one compiled kernel per shape."""
+    """A callable op: NumPy arrays in, NumPy array out, with one compiled kernel per shape.
+
+    The first call with new (shapes, dtypes, strides) checks the arrays against the definition
+    (a mismatch is a one-line ShapeError naming the input, the expected and the given shape) and
+    finds the kernel (log, tuning or a default schedule); later calls go straight to it. `out=`
+    (a C-contiguous array of the output's shape and dtype) is written instead of a new array.
+    """
 
     def __init__(self, template: Template, options: OpOptions) -> None:
         if options.policy not in POLICIES:
             raise AutotuneError(f"policy must be one of {POLICIES}, got {options.policy!r}")
         if options.policy == "tune" and options.log is None:
             raise AutotuneError("policy='tune' needs a log=... file to record measurements in")
-        if template.shape_of is None:
-            raise AutotuneError(f"operator {template.name!r} cannot infer its shape from arrays (no shape_of)")
         self.template = template
         self.options = options
         self.kernels: dict[tuple, Kernel] = {}
         self.sources: dict[tuple, str] = {}  # "log", "tuned" or "default": where each kernel came from
         self._lock = threading.Lock()
+        self._local = threading.local()  # per thread: call key -> prepared call (scratch is per thread)
         self._warned: set[tuple] = set()
         functools.update_wrapper(self, template.define)  # type: ignore[arg-type]
         self.__name__ = template.name
@@ -101,7 +109,7 @@ class TunedOp:
         dtypes = {str(np.asarray(a).dtype) for a in arrays}
         if len(dtypes) != 1:
             raise AutotuneError(f"{self.template.name}: all inputs must share one dtype, got {sorted(dtypes)}")
-        shape = self.template.shape_of(*arrays)  # type: ignore[misc]
+        shape = self.template.shape_from(*arrays)
         return Task.create(self.template, shape, dtypes.pop(), self.options.threads)
 
     def _best_record(self, task: Task) -> Record | None:
@@ -111,12 +119,14 @@ class TunedOp:
         for path in logs:
             if not os.path.exists(path):
                 continue
+            # a record is valid for this op only if its definition is this one (best_per_task checks)
             rec = best_per_task(from_target(load_records(path), here, any_target=self.options.any_target)).get(task.key())
             if rec is not None and (best is None or rec.seconds < best.seconds):
                 best = rec
         return best
 
     def kernel_for(self, *arrays: np.ndarray) -> Kernel:
+        """The kernel a call on these arrays runs (found, tuned or a default schedule; then cached)."""
         task = self.task_for(*arrays)
         key = (task.key(), _history.get())
         with self._lock:
@@ -132,8 +142,10 @@ class TunedOp:
                 if key not in self._warned:
                     self._warned.add(key)
                     warnings.warn(f"autotune: no tuning record for {task.key()}; running a default schedule "
-                                  f"(tune it with policy='tune' or `autotune tune`)", RuntimeWarning, stacklevel=3)
+                                  f"(tune it with policy='tune' or `autotune tune`)", RuntimeWarning, stacklevel=4)
                 k, how = task.build(task.default_config()), "default"
+                if task.template.definition is not None:
+                    _verify(task, k)
             self.kernels[key] = k
             self.sources[key] = how
             return k
@@ -142,34 +154,119 @@ class TunedOp:
         from autotune.tuning import tune
         o = self.options
         res = tune(op=task, trials=o.trials, timeout_s=o.timeout_s, log=o.log, strategy=o.strategy,
-                   cost_model=o.cost_model, pretrained=o.pretrained, seed=o.seed)
+                   cost_model=o.cost_model, pretrained=o.pretrained, seed=o.seed,
+                   progress=None if o.verbose else False)
+        if o.verbose and not sys.stderr.isatty():
+            print(_summary(res), file=sys.stderr)
         if res.best_config is None:
             raise AutotuneError(f"tuning {task.key()} found no working config in {res.measured} trials")
         return task.build(res.best_config)
 
-    def __call__(self, *arrays: np.ndarray) -> np.ndarray:
-        return self.kernel_for(*arrays)(*arrays)
+    def _prepare(self, arrays: tuple[np.ndarray, ...], key: tuple) -> Callable[..., np.ndarray]:
+        """Check the arrays against the kernel's inputs and make the fast call for their key."""
+        k = self.kernel_for(*arrays)
+        task = self.task_for(*arrays)
+        name = self.template.name
+        definition = self.template.definition
+        if definition is not None:
+            from autotune.definition import call_order
+            order = call_order(definition(task.shape_dict, task.dtype), [t.name for t in k.nest.inputs])
+        else:
+            order = list(range(len(arrays)))
+        if len(order) > len(arrays) or len(k.nest.inputs) != len(order):
+            raise ShapeError(f"{name} takes {len(k.nest.inputs)} arrays, got {len(arrays)}")
+        for i, t in zip(order, k.nest.inputs):
+            a = arrays[i]
+            if a.shape != t.shape:
+                raise ShapeError(f"{name}: input {t.name} has shape {_dims(a.shape)}, expected {_dims(t.shape)}")
+            if a.dtype != np.dtype(t.dtype):
+                raise ShapeError(f"{name}: input {t.name} has dtype {a.dtype}, expected {t.dtype}")
+        run = k.prepare()
+        oshape, odtype = k.output_shape, np.dtype(k.nest.output.dtype)
+        contiguous = all(arrays[i].flags.c_contiguous for i in order)
+        idx = tuple(order)
+
+        def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
+            ins = tuple(arrays[i] for i in idx) if contiguous else tuple(np.ascontiguousarray(arrays[i]) for i in idx)
+            if out is None:
+                out = np.empty(oshape, odtype)
+            elif out.shape != oshape or out.dtype != odtype or not out.flags.c_contiguous:
+                raise ShapeError(f"{name}: out must be a C-contiguous {odtype} array of shape {_dims(oshape)}, got "
+                                 f"{out.dtype} {_dims(out.shape)}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
+            return run(ins, out)
+        calls = self._local.__dict__.setdefault("calls", {})
+        calls[key] = call
+        return call
+
+    def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        try:
+            key = (tuple([(a.shape, a.dtype, a.strides) for a in arrays]), _history.get())
+        except AttributeError:  # not all arrays: convert once, then the same path
+            return self(*(np.asarray(a) for a in arrays), out=out)
+        call = self._local.__dict__.get("calls", _NO_CALLS).get(key)
+        if call is None:
+            call = self._prepare(arrays, key)
+        return call(arrays, out)
+
+
+_NO_CALLS: dict[tuple, Callable[..., np.ndarray]] = {}
+
+
+def _dims(shape: Sequence[int]) -> str:
+    return "[" + "x".join(map(str, shape)) + "]"
+
+
+def _verify(task: Task, kernel: Kernel) -> None:
+    """Check a kernel no worker has checked (a default schedule) against the task's reference."""
+    from autotune.codegen.buffers import aligned_empty
+    ins = task.inputs(seed=0)
+    out = aligned_empty(kernel.output_shape, task.dtype)
+    out.fill(np.nan)
+    kernel(*ins, out=out)
+    ref = np.asarray(task.reference(ins))
+    tol = 2e-3 if task.dtype == "float32" else 1e-9
+    scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+    if out.shape != ref.shape or not np.all(np.isfinite(out) | ~np.isfinite(ref)) \
+            or (ref.size and float(np.nanmax(np.abs(out - ref))) / scale > tol):
+        raise AutotuneError(f"{task.key()}: the default schedule's kernel disagrees with the definition's reference; "
+                            "please report this with the definition")
+
+
+def _summary(res: Any) -> str:
+    task = res.task
+    fl = task.flops()
+    if res.best_config is None:
+        best = "no working config"
+    elif fl > 0:
+        best = f"best {fl / res.best_seconds / 1e9:.1f} GFLOP/s ({res.best_seconds * 1e6:.1f} us)"
+    else:
+        best = f"best {1 / res.best_seconds:.0f} calls/s ({res.best_seconds * 1e6:.1f} us)"
+    return (f"autotune: tuned {task.key()}: {best} in {res.measured} trials ({res.errors} errors, "
+            f"{res.wall_seconds:.1f} s)")
 
 
 def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.PathLike[str] | None = None,
        policy: str = "tune", trials: int = 16, timeout_s: float | None = None, strategy: str | None = None,
        cost_model: str | None = None, pretrained: str | os.PathLike[str] | None = None,
        threads: int | None = None, seed: int = 0, any_target: bool = False, name: str | None = None,
-       reference: Callable[..., np.ndarray] | None = None) -> Any:
+       reference: Callable[..., np.ndarray] | None = None, verbose: bool = True) -> Any:
     """A tuned op from a template name, or a decorator over a compute-definition function.
 
     `autotune.op("matmul", log=...)` or `@autotune.op(log=...)` / `@autotune.op` on a function
-    that takes placeholders and returns te.compute(...). cost_model="xgb" (or another of
-    autotune.cost_model.MODELS) tunes with the model-guided search. See OpOptions.
+    that takes placeholders and returns te.compute(...): anywhere, in a script without a main
+    guard, inside a function, in a notebook; workers get the definition as data. cost_model="xgb"
+    (or another of autotune.cost_model.MODELS) tunes with the model-guided search; reference: a
+    NumPy function of the inputs checking a definition op's kernels (default: the IR's own
+    interpreter); verbose=False: no progress bar or summary line while tuning. See OpOptions.
     """
     options = OpOptions(os.fspath(log) if log is not None else None, policy, trials, timeout_s, strategy,
                         cost_model, os.fspath(pretrained) if pretrained is not None else None, threads, seed,
-                        any_target)
+                        any_target, verbose)
 
     def wrap(f: Callable[..., Any]) -> TunedOp:
         from autotune.definition import template_from_function
         t = template_from_function(f, name=name, reference=reference)
-        register(t, module=f.__module__, listed=False)
+        register(t, listed=False)
         return TunedOp(t, options)
 
     if isinstance(fn, (str, Template)):

@@ -66,6 +66,9 @@ class Record:
     strategy: str | None = None
     noisy: bool = False                    # the samples stayed spread out, or CPU time was stolen during them
     version: int = SCHEMA_VERSION
+    # a template-free op's compute definition as data (autotune.ir.serialize), so the record can be
+    # rebuilt without the user's code; None for a template
+    definition: Mapping[str, Any] | None = None
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -96,7 +99,8 @@ class Record:
                 "threads": self.threads, "config": dict(self.config),
                 "costs": list(self.costs) if self.costs is not None else None,
                 "error": self.error, "message": self.message, "compile_s": self.compile_seconds,
-                "ts": self.timestamp, "target": dict(self.target), "strategy": self.strategy, "noisy": self.noisy}
+                "ts": self.timestamp, "target": dict(self.target), "strategy": self.strategy, "noisy": self.noisy,
+                **({"definition": dict(self.definition)} if self.definition is not None else {})}
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
@@ -143,6 +147,9 @@ class Record:
                 for k, x in config.items()):
             raise RecordError("field 'config' must map knob names to numbers, strings, booleans or short lists of them")
         strat = d.get("strategy")
+        definition = d.get("definition")
+        if definition is not None and not isinstance(definition, dict):
+            raise RecordError("field 'definition' must be null or a definition object")
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
@@ -150,13 +157,18 @@ class Record:
                    config=config, costs=costs, error=err, message=str(d.get("message", ""))[:2000],
                    compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
-                   strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v)
+                   strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
+                   definition=definition)
 
     # ---- validation against the operator's space ----------------------------------------------
     def task(self):  # type: ignore[no-untyped-def]
-        """The Task of this record, after checking the operator, shape and dtype."""
+        """The Task of this record, after checking the operator, shape and dtype. A record with a
+        definition makes its operator known from that data (validated first: autotune.definition)."""
         from autotune.task import Task
         try:
+            if self.definition is not None:
+                from autotune.definition import register_definition
+                register_definition(self.op, self.definition)
             return Task.create(self.op, self.shape, self.dtype, self.threads)
         except AutotuneError as e:
             raise RecordError(f"record for {self.op!r} is not usable: {e}") from None

@@ -24,11 +24,14 @@ from autotune.runner import MeasureInput, MeasureResult, Runner
 
 @dataclass
 class ReplayRow:
+    """One task of a replay: logged and measured speed in `unit` (GFLOP/s, or calls/s for an op
+    whose definition does no floating-point arithmetic)."""
     key: str
     record: Record
     logged_gflops: float
     measured_gflops: float | None
     error: str | None
+    unit: str = "GFLOP/s"
 
     @property
     def ratio(self) -> float | None:
@@ -36,7 +39,7 @@ class ReplayRow:
 
     def to_json(self) -> dict[str, Any]:
         return {"task": self.key, "config": dict(self.record.config), "logged_gflops": self.logged_gflops,
-                "measured_gflops": self.measured_gflops, "ratio": self.ratio, "error": self.error}
+                "measured_gflops": self.measured_gflops, "ratio": self.ratio, "error": self.error, "unit": self.unit}
 
 
 def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner | None = None,
@@ -75,30 +78,50 @@ def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner
         if own:
             runner.close()
     for (key, rec, task), res in zip(keep, results):
-        fl = task.flops()
-        rows.append(ReplayRow(key, rec, fl / rec.seconds / 1e9, fl / res.median / 1e9 if res.ok else None,
-                              None if res.ok else f"{res.error.value}: {res.message}"))  # type: ignore[union-attr]
+        per, unit = speed_unit(task.flops())
+        rows.append(ReplayRow(key, rec, per / rec.seconds, per / res.median if res.ok else None,
+                              None if res.ok else f"{res.error.value}: {res.message}", unit))  # type: ignore[union-attr]
     rows.sort(key=lambda r: r.key)
     return rows
 
 
+def speed_unit(flops: float) -> tuple[float, str]:
+    """(what one call counts for, unit): GFLOP/s from the flop count, calls/s for an op without one.
+
+    >>> speed_unit(2e9), speed_unit(0.0)
+    ((2.0, 'GFLOP/s'), (1.0, 'calls/s'))
+    """
+    return (flops / 1e9, "GFLOP/s") if flops > 0 else (1.0, "calls/s")
+
+
 def format_rows(rows: Sequence[ReplayRow]) -> str:
     w = max([len(r.key) for r in rows] + [4])
-    lines = [f"{'task':<{w}}  {'logged':>9}  {'measured':>9}  {'ratio':>6}", "-" * (w + 32)]
+    lines = [f"{'task':<{w}}  {'logged':>11}  {'measured':>11}  {'ratio':>6}  unit", "-" * (w + 44)]
     for r in rows:
-        meas = f"{r.measured_gflops:9.1f}" if r.measured_gflops is not None else f"{'-':>9}"
+        meas = f"{r.measured_gflops:11.1f}" if r.measured_gflops is not None else f"{'-':>11}"
         ratio = f"{r.ratio:6.2f}" if r.ratio is not None else f"{'-':>6}"
-        lines.append(f"{r.key:<{w}}  {r.logged_gflops:9.1f}  {meas}  {ratio}" + (f"  {r.error}" if r.error else ""))
-    lines.append("(GFLOP/s; ratio = measured / logged)")
+        lines.append(f"{r.key:<{w}}  {r.logged_gflops:11.1f}  {meas}  {ratio}  {r.unit}" + (f"  {r.error}" if r.error else ""))
+    lines.append("(ratio = measured / logged)")
+    ops = sorted({r.record.op for r in rows if r.record.definition is not None})
+    for op in ops:  # how to name a user op's shape (load_best, the CLI): its dims in the definition's order
+        from templates import get_template
+        try:
+            lines.append(f"{op}: a user op; its shape as numbers is {get_template(op).dims_help()}")
+        except AutotuneError:
+            continue
     return "\n".join(lines)
 
 
 def best_record(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] | Mapping[str, int],
                 dtype: str = "float32", *, threads: int | None = None, any_target: bool = False) -> Record:
     """The fastest record of a task (threads: default, this machine's thread count) in a log,
-    measured on a machine of this ISA (any_target=True: any machine, with a warning)."""
+    measured on a machine of this ISA (any_target=True: any machine, with a warning). A user op
+    (a definition) is known from the log's own records; its shape as numbers lists each input's
+    dims in turn, in the definition's argument order (X0xX1xW0 for inputs X[2d], W[1d])."""
+    records = load_records(log)
+    _know_definitions(records, op)
     task = Task.create(op, shape, dtype, threads)
-    records = [r for r in load_records(log) if r.op == task.op and dict(r.shape) == task.shape_dict
+    records = [r for r in records if r.op == task.op and dict(r.shape) == task.shape_dict
                and r.dtype == task.dtype]
     rec = best_per_task(from_target(records, current_target(task.threads), any_target=any_target)).get(task.key())
     if rec is None:
@@ -111,6 +134,18 @@ def best_record(log: str | os.PathLike[str], op: str, shape: str | Sequence[int]
                                 "any_target=True to use records from another machine")
         raise AutotuneError(where)
     return rec
+
+
+def _know_definitions(records: Sequence[Record], op: str) -> None:
+    """Make the definition op `op` known from the first valid definition its records carry (the
+    others are checked against it when used)."""
+    for r in records:
+        if r.op == op and r.definition is not None:
+            try:
+                r.task()
+                return
+            except RecordError:
+                continue
 
 
 def load_best(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] | Mapping[str, int],

@@ -1,5 +1,6 @@
-"""Summaries and tuning curves of a log: best GFLOP/s against trials and against wall time,
-one curve per (task, strategy).
+"""Summaries and tuning curves of a log: best GFLOP/s (calls/s for an op without a flop count)
+against trials and against wall time, one curve per (task, strategy). User ops are rebuilt from
+the definitions their records carry, so their flops are counted without the user's code.
 
 Example::
 
@@ -12,39 +13,52 @@ import math
 from collections import defaultdict
 from typing import Sequence
 
+from autotune.errors import AutotuneError
 from autotune.records import Record, load_records
 
 
 def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
-    """(task, strategy) -> [(trial, seconds since the first record, best GFLOP/s so far)]."""
+    """(task, strategy) -> [(trial, seconds since the first record, best speed so far)], the speed
+    in the task's unit (`units`): GFLOP/s from its flop count, else calls/s."""
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in records:
         groups[(r.key, r.strategy or "?")].append(r)
     out: dict[tuple[str, str], list[tuple[int, float, float]]] = {}
     for key, rs in groups.items():
         rs.sort(key=lambda r: r.timestamp)
-        try:
-            fl = rs[0].task().flops()
-        except Exception:
-            fl = 1e9  # unknown operator: plot 1/seconds
+        per = units(rs)[0]
         best = math.inf
         pts = []
         for i, r in enumerate(rs, 1):
             best = min(best, r.seconds)
-            pts.append((i, r.timestamp - rs[0].timestamp, fl / best / 1e9 if math.isfinite(best) else 0.0))
+            pts.append((i, r.timestamp - rs[0].timestamp, per / best if math.isfinite(best) else 0.0))
         out[key] = pts
     return out
 
 
+def units(records: Sequence[Record]) -> tuple[float, str]:
+    """What one call of these records' task counts for, and the unit: GFLOP/s from the flop count
+    (a user op's from its recorded definition), calls/s when it has none or cannot be rebuilt."""
+    from autotune.replay import speed_unit
+    for r in records:
+        try:
+            return speed_unit(r.task().flops())
+        except AutotuneError:
+            continue
+    return speed_unit(0.0)
+
+
 def summary(records: Sequence[Record]) -> str:
     cs = curves(records)
-    rows = [f"{'task':<40} {'strategy':<13} {'trials':>6} {'errors':>6} {'best GFLOP/s':>12} {'wall s':>8}"]
+    rows = [f"{'task':<40} {'strategy':<13} {'trials':>6} {'errors':>6} {'best':>12} {'unit':<8} {'wall s':>8}"]
     errs: dict[tuple[str, str], int] = defaultdict(int)
+    by_task: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         errs[(r.key, r.strategy or "?")] += r.error is not None
+        by_task[r.key].append(r)
     for (task, strat), pts in sorted(cs.items()):
         rows.append(f"{task:<40} {strat:<13} {len(pts):>6} {errs[(task, strat)]:>6} {pts[-1][2]:>12.1f} "
-                    f"{pts[-1][1]:>8.1f}")
+                    f"{units(by_task[task])[1]:<8} {pts[-1][1]:>8.1f}")
     return "\n".join(rows)
 
 
@@ -61,7 +75,7 @@ def plot(records: Sequence[Record], path: str) -> None:
     a.set_xlabel("trials")
     b.set_xlabel("wall time (s)")
     for ax in (a, b):
-        ax.set_ylabel("best GFLOP/s so far")
+        ax.set_ylabel("best so far (GFLOP/s, or calls/s for an op without a flop count)")
         ax.grid(alpha=0.3)
     a.legend(fontsize=8)
     fig.suptitle("autotune tuning curves")
@@ -73,7 +87,6 @@ def plot(records: Sequence[Record], path: str) -> None:
 def report(log: str, plot_path: str | None = None) -> int:
     records = load_records(log)
     if not records:
-        from autotune.errors import AutotuneError
         raise AutotuneError(f"the log {log} has no records")
     print(summary(records))
     if plot_path:

@@ -64,7 +64,8 @@ def result_to_record(task: Task, cfg: Config, res: MeasureResult, strategy: str 
     return Record(op=task.op, shape=task.shape_dict, dtype=task.dtype, threads=task.threads, config=cfg.to_json(),
                   costs=list(res.costs) if res.ok else None, error=res.error.value if res.error else None,
                   message=res.message[:2000], compile_seconds=res.compile_seconds, timestamp=res.timestamp,
-                  target=dict(target), strategy=strategy, noisy=res.noisy)
+                  target=dict(target), strategy=strategy, noisy=res.noisy,
+                  definition=task.template.definition(task.shape_dict, task.dtype) if task.template.definition else None)
 
 
 def record_to_result(r: Record) -> MeasureResult:

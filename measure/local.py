@@ -160,7 +160,8 @@ class LocalRunner:
         t = inp.task
         return {"kind": kind, "op": t.op, "shape": t.shape_dict, "dtype": t.dtype, "threads": t.threads,
                 "config": inp.config.to_json(), "protocol": asdict(self.options.protocol),
-                "seed": self.options.seed, "max_spread": self.options.max_spread, "retries": self.options.retries}
+                "seed": self.options.seed, "max_spread": self.options.max_spread, "retries": self.options.retries,
+                **({"definition": t.template.definition(t.shape_dict, t.dtype)} if t.template.definition else {})}
 
     # ---- phases -----------------------------------------------------------------------------
     def _compile_all(self, inputs: Sequence[MeasureInput]) -> list[dict[str, Any]]:

@@ -3,7 +3,8 @@
 It speaks JSON lines: stdin carries requests, stdout the answers. The first request is the
 driver's `WorkerSetup` (role, cores, timing lock, template modules, cache directory, threads),
 answered with {"ready": true} once the worker is set up, or {"ready": false, "message": ...}.
-Every later request is a compile or a measure. Numba's variables come in the process
+Every later request is a compile or a measure; a template-free op's request carries its
+definition as data. Numba's variables come in the process
 environment (Numba reads them at import), so generated kernels get SLP vectorisation and
 512-bit vectors. A kernel that crashes takes down only this process.
 """
@@ -85,7 +86,12 @@ class _Worker:
         self._refs: dict[tuple, Any] = {}
 
     def task(self, p: dict[str, Any]):  # type: ignore[no-untyped-def]
+        """The request's task; a template-free op is rebuilt from the definition the request carries
+        (data, validated), never from the user's code."""
         from autotune.task import Task
+        if p.get("definition") is not None:
+            from autotune.definition import register_definition
+            register_definition(p["op"], p["definition"])
         return Task.create(p["op"], p["shape"], p["dtype"], p["threads"])
 
     def compile(self, p: dict[str, Any]) -> dict[str, Any]:

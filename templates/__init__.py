@@ -26,7 +26,7 @@ USER_MODULES: list[str] = []  # modules of templates registered at run time (wor
 HIDDEN: dict[str, Template] = dict(tpu.TPU_TEMPLATES)  # library templates resolvable by name, not listed: the TPU kernels
 
 
-DERIVED: dict[str, Template] = {}  # template-free ops made by @autotune.op: resolvable, not listed
+DERIVED: dict[str, Template] = {}  # template-free ops (@autotune.op, definitions read from logs): resolvable, not listed
 
 
 def register(template: Template, module: str | None = None, *, listed: bool = True) -> Template:
@@ -34,7 +34,8 @@ def register(template: Template, module: str | None = None, *, listed: bool = Tr
 
     Pass `module=__name__` from the module that defines it: measurement workers import that
     module (which registers the template again in the worker). Names in a log are only looked
-    up, never imported, so a log cannot make autotune import code.
+    up, never imported, so a log cannot make autotune import code. Template-free ops
+    (`@autotune.op` on a definition) need no module: workers get their definition as data.
     """
     if not isinstance(template, Template):
         raise AutotuneError(f"register() takes a Template, got {type(template).__name__}")

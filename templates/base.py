@@ -21,6 +21,7 @@ from autotune.space import Config, ConfigSpace
 
 Shape = dict[str, int]
 MAX_ELEMENTS = 1 << 28  # 256 Mi elements per tensor: a bound on what a shape may allocate
+_PROBE = (251, 241, 239, 233, 229, 227, 223, 211, 199, 197)  # distinct dim values to see where each dim lands
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class Template:
     # inputs, same output; e.g. conv2d over a flattened padded image); default: define
     define_for: Callable[[Shape, str, Config], Tensor] | None = None
     backend: str = "cpu"
+    # template-free ops: the definition at a shape and dtype as data (autotune.ir.serialize), what
+    # measurement workers and tuning logs receive instead of code; and every dim in the order a
+    # shape string gives them (each input's dims in turn), () while an input's rank is unknown
+    definition: Callable[[Shape, str], dict] | None = None
+    dim_names: Callable[[], tuple[str, ...]] | None = None
 
     def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
         """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""
@@ -76,6 +82,8 @@ class Template:
                                      f"{self.default_shape!r} for {self.dims_help()}") from None
             else:
                 nums = list(shape)
+            if self.dim_names is not None:
+                return self.parse_shape(self._dims_of(shape, nums))
             names = list(self.dims) + list(self.extra_dims)
             if not len(self.dims) <= len(nums) <= len(names):
                 raise ShapeError(f"{self.name}: shape {shape!r} has {len(nums)} numbers; expected "
@@ -96,7 +104,19 @@ class Template:
         self.check(out)
         return out
 
+    def _dims_of(self, shape: object, nums: list[int]) -> dict[str, int]:
+        names = self.dim_names() if self.dim_names is not None else ()
+        if not names:
+            raise ShapeError(f"{self.name}: a shape as numbers needs each input's rank, known once the op has run or "
+                             f"a log with it is loaded; pass a mapping like {{'{self.dims[0]}': 64, ...}} instead")
+        if len(nums) != len(names):
+            raise ShapeError(f"{self.name}: shape {shape!r} has {len(nums)} numbers; expected {len(names)} "
+                             f"({self.dims_help()})")
+        return dict(zip(names, nums))
+
     def dims_help(self) -> str:
+        if self.dim_names is not None and self.dim_names():
+            return "x".join(self.dim_names())
         extra = "".join(f"[x{k}={v}]" for k, v in self.extra_dims.items())
         return "x".join(self.dims) + extra
 
@@ -108,6 +128,33 @@ class Template:
             n = int(np.prod(t.shape))
             if n > MAX_ELEMENTS:
                 raise ShapeError(f"{self.name}: tensor {t.name} would have {n} elements (at most {MAX_ELEMENTS})")
+
+    def shape_from(self, *arrays: np.ndarray) -> Shape:
+        """The shape dims of a call on these input arrays: `shape_of` when the template has one, else
+        read off the definition's placeholders; dims no input shows (a pooling window) and extra dims
+        take the default shape's values. Not validated: the caller checks the arrays against it.
+
+        >>> from templates import get_template
+        >>> get_template("dense_bias_relu").shape_from(np.zeros((4, 8)), np.zeros((8, 3)), np.zeros(3))
+        {'M': 4, 'K': 8, 'N': 3}
+        """
+        if self.shape_of is not None:
+            return dict(self.shape_of(*arrays))
+        from autotune.ir.expr import input_tensors
+        probe = {**self.extra_dims, **dict(zip(self.dims, _PROBE))}
+        phs = [t for t in input_tensors(self.define(probe, "float32")) if t.is_placeholder]
+        if len(arrays) != len(phs):
+            raise ShapeError(f"{self.name} takes {len(phs)} arrays ({', '.join(t.name for t in phs)}), got {len(arrays)}")
+        dim_of = {v: d for d, v in probe.items() if d in self.dims}
+        read: dict[str, int] = {}
+        for t, a in zip(phs, arrays):
+            if np.ndim(a) != t.ndim:
+                raise ShapeError(f"{self.name}: input {t.name} must have {t.ndim} dimensions, got shape {np.shape(a)}")
+            for n, got in zip(t.shape, np.shape(a)):
+                if n in dim_of:
+                    read.setdefault(dim_of[n], int(got))
+        default = self.parse_shape(self.default_shape) if self.default_shape else {}
+        return {**{k: v for k, v in default.items() if k not in read}, **read}
 
     def inputs(self, shape: Shape, dtype: str, rng: np.random.Generator) -> list[np.ndarray]:
         """Random inputs in [-1, 1) of the definition's placeholders, in argument order."""

@@ -235,6 +235,39 @@ class Kernel:
             return result
         return run_parallel
 
+    def prepare(self) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray]:
+        """A reusable call `run(inputs, out)` with the intermediates and scratch allocated once: the
+        fast path of a tuned op. Unchecked: inputs must be C-contiguous arrays of the declared
+        shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch)."""
+        inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
+        main, prologue = self.main, self.prologue
+
+        def scratch_of(fn: Function) -> tuple[np.ndarray, ...]:
+            return tuple(aligned_empty(t.shape, t.dtype) for t in scratch(fn))
+        ext = self.nest.main.parallel_extent
+        if ext is None:
+            own = scratch_of(self.nest.main)
+
+            def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
+                main(*ins, out, *inter, *own)
+                return out
+            return run
+        pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()
+        nthreads = max(1, min(self.threads, ext))
+        grain = max(1, ext // (8 * nthreads))
+        per_thread = [scratch_of(self.nest.main) for _ in range(nthreads)]
+
+        def run_parallel(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
+            head = ins + (out,) + inter
+            if prologue is not None:
+                prologue(*head, *pro)
+            if nthreads == 1:
+                main(*head, *per_thread[0], 0, ext)
+            else:
+                team_for(nthreads).run(main, [head + s for s in per_thread], ext, grain)
+            return out
+        return run_parallel
+
     def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return self.bind(*arrays, out=out)()
 

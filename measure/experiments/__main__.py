@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from measure.experiments import (model_accuracy, ray_scaling, search_efficiency, spread, surrogate_efficiency,
-                                 throughput)
+from measure.experiments import (call_overhead, model_accuracy, ray_scaling, search_efficiency, spread,
+                                 surrogate_efficiency, throughput)
 
 # name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
 EXPERIMENTS: dict[str, ModuleType] = {
@@ -21,6 +21,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "search-efficiency": search_efficiency,
     "surrogate-efficiency": surrogate_efficiency,
     "model-accuracy": model_accuracy,
+    "call-overhead": call_overhead,
 }
 
 

@@ -1,0 +1,69 @@
+"""call-overhead: microseconds per call of the bare compiled kernel, the same kernel through a
+tuned op (`autotune.op`, with and without out=) and NumPy, on a 96^3 matmul and a 1024-element
+elementwise op (median of --calls single calls each, under the machine's timing lock).
+
+    python -m measure.experiments call-overhead --calls 10000
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calls", type=int, default=10000, help="calls timed one by one for each median")
+
+
+def _median_us(fn: Callable[[], object], calls: int) -> float:
+    for _ in range(min(calls, 200)):
+        fn()
+    samples = []
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        t0 = clock()
+        fn()
+        samples.append(clock() - t0)
+    return statistics.median(samples) / 1e3
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Time each way of calling both ops; print a Markdown table; return the rows."""
+    import autotune
+    from autotune import te
+    from autotune.environment import settings
+    from measure.worker import _timing_lock
+
+    matmul = autotune.op("matmul", policy="default", threads=1)
+
+    @autotune.op(policy="default", threads=1)
+    def axpb(X):
+        return te.compute(X.shape, lambda i: X[i] * 2.0 + 1.0, name="out")
+
+    rng = np.random.default_rng(0)
+    A, B = rng.random((96, 96), np.float32), rng.random((96, 96), np.float32)
+    X = rng.random(1024, np.float32)
+    cases = [("matmul 96^3", matmul, (A, B), lambda: A @ B), ("elementwise 1024 (2x+1)", axpb, (X,), lambda: X * 2.0 + 1.0)]
+    rows = []
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
+        for name, op, ins, numpy_fn in cases:
+            out = op(*ins)
+            bare = op.kernel_for(*ins).bind(*ins)
+            with _timing_lock(str(settings().cache_dir / "timing.lock")):
+                r = {"op": name, "bare_us": _median_us(bare, args.calls),
+                     "op_us": _median_us(lambda: op(*ins), args.calls),
+                     "op_out_us": _median_us(lambda: op(*ins, out=out), args.calls),
+                     "numpy_us": _median_us(numpy_fn, args.calls)}
+            r["overhead_us"] = r["op_us"] - r["bare_us"]
+            rows.append(r)
+    print("| op | bare kernel | tuned op | tuned op, out= | numpy | overhead (tuned op - bare) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['op']} | {r['bare_us']:.2f} µs | {r['op_us']:.2f} µs | {r['op_out_us']:.2f} µs | "
+              f"{r['numpy_us']:.2f} µs | {r['overhead_us']:.2f} µs |")
+    return {"calls": args.calls, "rows": rows}
