@@ -87,13 +87,17 @@ class _Worker:
         self.ready = False
         try:
             self.send(setup.to_json())  # answered with {"ready": ...}; see LocalRunner._ensure_ready
-        except BrokenPipeError:  # died at once: _ensure_ready reads the end of its output
+        except EOFError:  # died at once: _ensure_ready reads the end of its output
             pass
 
     def send(self, msg: dict[str, Any]) -> None:
+        """Send a request; EOFError if the worker is gone."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            raise EOFError from None
 
     def fileno(self) -> int:
         assert self.proc.stdout is not None
@@ -219,6 +223,7 @@ class LocalRunner:
             self._compilers[slot] = self._ensure_ready(w, "compile")
         outcomes: list[dict[str, Any] | None] = [None] * len(inputs)
         deaths = [0] * len(inputs)
+        lost = 0  # workers found dead before they got work
         queue = list(range(len(inputs)))
         busy: dict[int, tuple[int, float]] = {}  # worker slot -> (input index, deadline)
 
@@ -230,7 +235,17 @@ class LocalRunner:
             for slot, w in enumerate(self._compilers):
                 if slot not in busy and queue:
                     i = queue.pop(0)
-                    w.send(self._payload(inputs[i], "compile"))
+                    try:
+                        w.send(self._payload(inputs[i], "compile"))
+                    except EOFError:  # it died idle (killed from outside): no fault of this config
+                        lost += 1
+                        if lost > self.options.start_attempts * len(self._compilers):
+                            raise _Unavailable("compile workers keep dying before they get work "
+                                               f"({exit_reason(w.proc)})") from None
+                        queue.insert(0, i)
+                        self._replace_compiler(slot)
+                        w = self._compilers[slot]
+                        continue
                     busy[slot] = (i, time.monotonic() + self.options.compile_timeout)
             fds = [self._compilers[s] for s in busy]
             if fds and all(not w.buf for w in fds):  # wait for a reply, at most until the nearest deadline
@@ -270,14 +285,25 @@ class LocalRunner:
     def _measure(self, inp: MeasureInput) -> dict[str, Any]:
         """Check and time one compiled input; a worker death gets one more try on a new worker."""
         why = ""
-        for _attempt in range(2):
+        deaths = idle_deaths = 0
+        while deaths < 2:
             if self._timer is None:
                 self._timer = self._start("measure")
             self._timer = w = self._ensure_ready(self._timer, "measure")
-            w.send(self._payload(inp, "measure"))
+            try:
+                w.send(self._payload(inp, "measure"))
+            except EOFError:  # it died idle (killed from outside): no fault of this config
+                w.kill()
+                self._timer = None
+                self.workers_replaced += 1
+                idle_deaths += 1
+                if idle_deaths > self.options.start_attempts:
+                    raise _Unavailable(f"measure workers keep dying before they get work ({exit_reason(w.proc)})")
+                continue
             try:
                 msg = w.wait_line(self.options.run_timeout)
             except EOFError:
+                deaths += 1
                 why = exit_reason(w.proc)
                 w.kill()
                 self._timer = None
