@@ -141,6 +141,9 @@ class RayRunner:
             if on_result is not None:
                 on_result(i, r)
         deaths = [0] * len(inputs)
+        clock = 0  # counts actor deaths in this batch
+        died_at = [0] * len(inputs)  # the clock at an input's last death
+        born = [0] * len(self.actors)  # the clock when an actor was put in (0: before this batch)
         work: list[list[int]] = [list(range(len(inputs)))[a::len(self.actors)] for a in range(len(self.actors))]
         work = [w for w in work if w]
         idle = list(range(len(self.actors)))
@@ -160,15 +163,21 @@ class RayRunner:
             except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                     ray.exceptions.ObjectLostError) as e:
                 why = f"the measuring actor died ({type(e).__name__})"
+                clock += 1
                 for i in idx:
                     deaths[i] += 1
-                    if deaths[i] >= 2 and len(idx) == 1:  # again, on a new actor, measuring it alone
+                    if deaths[i] >= 2 and len(idx) == 1 and born[slot] >= died_at[i]:
+                        # again, measuring it alone on an actor put in after its first death
                         report(i, MeasureResult(None, ErrorKind.WORKER_CRASHED, f"{why} twice while measuring it"))
+                    elif deaths[i] > self.respawns + 1:
+                        report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE, f"{why} {deaths[i]} times"))
                     else:
+                        died_at[i] = clock
                         work.append([i])  # each alone, so a second death names its config
                         self.retried += 1
                 if respawns > 0 and self._replace(slot):
                     respawns -= 1
+                    born[slot] = clock
                     idle.append(slot)
                 else:
                     alive[slot] = False
