@@ -23,7 +23,10 @@ first) and are not counted, so running a spec twice measures twice the trials.
 Every entry is checked before anything starts. Each task is tuned by a Ray task on some node
 (compiling and timing there); its records stream back to the driver, which appends them to one
 log as they arrive and shows every task's progress. A killed sweep resumes from its log; a task
-whose worker dies is resubmitted with the records measured so far and the trials it has left.
+whose worker dies is resubmitted with the records measured so far and the trials it has left. The
+records also come back with each finished task, so when the queue actor they stream through dies,
+the driver makes a new queue for the tasks it submits next and takes the records of the running
+ones when they end.
 """
 from __future__ import annotations
 
@@ -139,14 +142,24 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
     from autotune.tuning import tune
     from measure.local import LocalRunnerOptions
     task = Task.create(spec["op"], spec["shape"], spec["dtype"], spec["threads"])
-    queue.put({"kind": "started", "task": task.key(), "pid": os.getpid()})
+    streaming = [True]
+    lines: list[str] = []
+
+    def push(event: dict[str, Any]) -> None:
+        if streaming[0]:
+            try:
+                queue.put(event, timeout=30)
+            except Exception:  # the queue actor is gone: the records go back with the result
+                streaming[0] = False
+    push({"kind": "started", "task": task.key(), "pid": os.getpid()})
 
     class StreamingLog(RecordLog):
         """The resume log of this worker; every new record also goes to the driver."""
 
         def append(self, record: Record) -> None:
             super().append(record)
-            queue.put({"kind": "record", "line": record.to_line()})
+            lines.append(record.to_line())
+            push({"kind": "record", "line": lines[-1]})
 
     with tempfile.TemporaryDirectory() as tmp:
         log = RecordLog(Path(tmp) / "resume.jsonl")
@@ -155,7 +168,7 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
         res = tune(op=task, trials=spec["trials"], log=StreamingLog(log.path),
                    strategy=spec["strategy"], cost_model=spec["cost_model"], seed=spec["seed"], progress=False,
                    runner_options=LocalRunnerOptions(compile_workers=compile_workers), batch=max(2, compile_workers * 2))
-    return {"task": task.key(), "measured": res.measured, "best_seconds": res.best_seconds}
+    return {"task": task.key(), "measured": res.measured, "best_seconds": res.best_seconds, "lines": lines}
 
 
 @dataclass
@@ -194,6 +207,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
     for st in states.values():
         st.resumed = st.done
     queue = Queue()
+    seen = {key: set(st.lines) for key, st in states.items()}
     remote = ray.remote(num_cpus=1, max_retries=0)(_tune_remote)
 
     def submit(st: SweepState):  # type: ignore[no-untyped-def]
@@ -207,24 +221,34 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
     refs = {submit(st): st for st in states.values()}
     view = _SweepView(states, progress)
 
+    def record(line: str) -> None:
+        from autotune.records import Record
+        r = Record.from_json(json.loads(line))
+        st = states.get(r.key)
+        if st is not None and line in seen[r.key]:
+            return  # streamed already, and now back with its task's result
+        out_log.append(r)
+        if st is not None:
+            seen[r.key].add(line)
+            st.lines.append(line)
+            st.done += 1
+            st.best = min(st.best, r.seconds)
+
     def drain() -> None:
+        nonlocal queue
         while True:
             try:
                 items = queue.get_nowait_batch(queue.qsize()) if queue.qsize() else []
             except Empty:
                 items = []
+            except ray.exceptions.RayError:  # the queue actor died: new tasks stream into a new one
+                queue = Queue()
+                return
             if not items:
                 return
             for ev in items:
                 if ev["kind"] == "record":
-                    from autotune.records import Record
-                    r = Record.from_json(json.loads(ev["line"]))
-                    st = states.get(r.key)
-                    out_log.append(r)
-                    if st is not None:
-                        st.lines.append(ev["line"])
-                        st.done += 1
-                        st.best = min(st.best, r.seconds)
+                    record(ev["line"])
                 elif ev["kind"] == "started" and ev["task"] in states:
                     states[ev["task"]].pid = ev["pid"]
                 if on_event:
@@ -237,8 +261,10 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
             for ref in ready:
                 st = refs.pop(ref)
                 try:
-                    ray.get(ref)
+                    result = ray.get(ref)
                     drain()
+                    for line in result["lines"]:  # those the queue did not bring
+                        record(line)
                     st.status = "done"
                 except Exception as e:  # the worker died or the task failed: resubmit what is left
                     drain()

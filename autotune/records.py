@@ -39,7 +39,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from autotune.errors import AutotuneError
 
 SCHEMA_VERSION = 1
-ERROR_KINDS = ("compile_error", "compile_timeout", "runtime_error", "run_timeout", "wrong_answer", "worker_crashed")
+ERROR_KINDS = ("compile_error", "compile_timeout", "runtime_error", "run_timeout", "wrong_answer", "worker_crashed",
+               "infrastructure")
 MAX_LINE = 1 << 20
 MIN_SECONDS, MAX_SECONDS = 1e-9, 86400.0  # what one measured call can physically take
 MAX_CONFIG_KNOBS, MAX_LIST = 256, 64

@@ -1,6 +1,10 @@
 """The Runner interface: a batch of MeasureInputs in, one MeasureResult per input out.
 
 Errors are data, not exceptions: a result carries an ErrorKind and a message instead of costs.
+A runner reports each result through `on_result(index, result)` as soon as it is known (so the
+tuner logs every measurement the moment it completes), then returns them all in order.
+INFRASTRUCTURE results (a lost worker or actor, a worker that could not start, a cache or disk
+error) say nothing about the config: the tuner measures it again and never resumes from them.
 
 Example::
 
@@ -14,7 +18,7 @@ import enum
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from autotune.errors import AutotuneError
 from autotune.space import Config
@@ -29,6 +33,7 @@ class ErrorKind(str, enum.Enum):
     RUN_TIMEOUT = "run_timeout"
     WRONG_ANSWER = "wrong_answer"
     WORKER_CRASHED = "worker_crashed"
+    INFRASTRUCTURE = "infrastructure"  # not the config's fault: never its verdict
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,11 @@ class MeasureResult:
         return self.error is None and bool(self.costs)
 
     @property
+    def infrastructure(self) -> bool:
+        """The measurement failed for a reason outside the config (measure it again)."""
+        return self.error is ErrorKind.INFRASTRUCTURE
+
+    @property
     def median(self) -> float:
         return statistics.median(self.costs) if self.ok else float("inf")  # type: ignore[arg-type]
 
@@ -64,17 +74,35 @@ class MeasureResult:
         return max(self.costs) / min(self.costs) if self.ok else float("inf")  # type: ignore[arg-type]
 
 
+OnResult = Callable[[int, MeasureResult], None]
+
+
 @runtime_checkable
 class Runner(Protocol):
     """Measures batches of candidates. Implementations live in measure/: LocalRunner, RayRunner, ReplayRunner, TpuRunner, SurrogateRunner."""
 
-    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
-        """One result per input, in order. Never raises for a bad candidate."""
+    def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        """One result per input, in order. Never raises for a bad candidate. on_result(index,
+        result) is called exactly once per input, with the result returned for it, as soon as that
+        result is known (at the latest before run returns)."""
         ...
 
     def close(self) -> None:
         """Release workers."""
         ...
+
+
+def report_all(results: list[MeasureResult], on_result: OnResult | None) -> list[MeasureResult]:
+    """Report every result of a batch that is known only at its end; return them.
+
+    >>> seen = []
+    >>> report_all([MeasureResult((1.0,))], lambda i, r: seen.append(i))[0].ok, seen
+    (True, [0])
+    """
+    if on_result is not None:
+        for i, r in enumerate(results):
+            on_result(i, r)
+    return results
 
 
 def config_error(inp: MeasureInput) -> MeasureResult | None:

@@ -6,6 +6,14 @@ to the strategy first (its update), so a killed tuner picks up where it stopped.
 Resumed records must come from this machine (same CPU model and ISA, autotune.records.from_target):
 a log made elsewhere is measured afresh here, not trusted. Runs are assembled by autotune.tuning.
 
+Every result is appended to the log the moment the runner reports it (a kill loses at most the
+measurements in flight). Each config is claimed before it is measured (autotune.claims), so two
+tuners on one log never measure the same config; one the other tuner logged meanwhile is taken
+from the log instead. An infrastructure result (ErrorKind.INFRASTRUCTURE: a lost worker, a full
+disk) is logged but is no verdict: the config is measured again (at most INFRA_RETRIES times), it
+does not count as a trial, and after INFRA_BATCHES batches in a row with nothing but
+infrastructure faults the run stops with an AutotuneError naming the fault.
+
 Example::
 
     >>> from autotune.tuning import tune                                  # doctest: +SKIP
@@ -15,9 +23,11 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from autotune.claims import Claims
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordLog, from_target, load_records
 from autotune.search.base import Strategy
@@ -25,6 +35,10 @@ from autotune.space import Config
 from autotune.target import current_target
 from autotune.task import Task
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
+
+INFRA_RETRIES = 2   # times a config is measured again after an infrastructure fault
+INFRA_BATCHES = 3   # batches in a row of nothing but infrastructure faults before the run stops
+IDLE_ROUNDS = 10    # rounds in a row whose every proposal another tuner holds before the run stops
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,7 @@ class TuneResult:
     history: list[tuple[float, float]] = field(default_factory=list)  # (elapsed s, best s so far)
     # the measurements of this run that failed, by kind: (count, the first one's message); set by autotune.tuning
     failures: dict[ErrorKind, tuple[int, str]] = field(default_factory=dict)
+    infrastructure: int = 0  # results lost to infrastructure faults (measured again, not trials)
 
     @property
     def best_gflops(self) -> float:
@@ -85,13 +100,15 @@ class Tuner:
         self.target = current_target(task.threads)
 
     def resume(self) -> list[tuple[Config, MeasureResult]]:
-        """Measurements of this task already in the log (configs validated against the space)."""
+        """Measurements of this task already in the log (configs validated against the space);
+        infrastructure results are no measurement of their config and are left out."""
         if self.log is None or not self.log.path.exists():
             return []
         space = self.task.space()
         out: dict[Config, MeasureResult] = {}
         key = self.task.key()
-        for r in from_target((r for r in load_records(self.log.path) if r.key == key), self.target, what="machine"):
+        mine = (r for r in load_records(self.log.path) if r.key == key and r.error != ErrorKind.INFRASTRUCTURE.value)
+        for r in from_target(mine, self.target, what="machine"):
             try:
                 cfg = space.validate(r.config)
             except AutotuneError:
@@ -99,36 +116,70 @@ class Tuner:
             out[cfg] = record_to_result(r)
         return list(out.items())
 
+    def _logged_since(self, known: set[Config]) -> list[tuple[Config, MeasureResult]]:
+        """Measurements in the log not in `known` (another tuner's), without repeating load warnings."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [(c, r) for c, r in self.resume() if c not in known]
+
     def run(self, options: TuneOptions = TuneOptions()) -> TuneResult:
         t0 = time.perf_counter()
         best_cfg: Config | None = None
         best = math.inf
         previous = self.resume()
-        if previous:
-            cfgs, results = zip(*previous)
-            self.strategy.update(list(cfgs), list(results))
-            for c, r in previous:
-                if r.ok and r.median < best:
-                    best, best_cfg = r.median, c
-        measured = errors = 0
+        done = {c for c, _ in previous}
+        resumed = len(previous)
+        measured = errors = infrastructure = 0
         since_improvement = 0
         history: list[tuple[float, float]] = []
+
+        def take(pairs: Sequence[tuple[Config, MeasureResult]]) -> None:
+            nonlocal best, best_cfg
+            if pairs:
+                self.strategy.update([c for c, _ in pairs], [r for _, r in pairs])
+            for c, r in pairs:
+                done.add(c)
+                if r.ok and r.median < best:
+                    best, best_cfg = r.median, c
+        take(previous)
+        key = self.task.key()
+        claims = Claims(self.log.path) if self.log is not None else None
+        retry: list[Config] = []
+        infra_tries: dict[Config, int] = {}
+        infra_batches = idle = 0
         while measured < options.trials:
             if options.timeout_s is not None and time.perf_counter() - t0 > options.timeout_s:
                 break
             if options.early_stopping is not None and since_improvement >= options.early_stopping:
                 break
             n = min(options.batch, options.trials - measured)
-            done = {c for c, _ in previous}
-            first = [c for c in self.initial if c not in done][:n]
+            configs, retry = retry[:n], retry[n:]
+            first = [c for c in self.initial if c not in done and c not in configs][:n - len(configs)]
             self.initial = [c for c in self.initial if c not in first and c not in done]
-            configs = first + (self.strategy.propose(n - len(first)) or [] if n > len(first) else [])
+            configs += first
+            if n > len(configs):
+                configs += self.strategy.propose(n - len(configs)) or []
+            configs = [c for c in dict.fromkeys(configs) if c not in done]
             if not configs:
                 break
-            results = self.runner.run([MeasureInput(self.task, c) for c in configs])
-            for c, r in zip(configs, results):
-                if self.log is not None:
-                    self.log.append(result_to_record(self.task, c, r, getattr(self.strategy, "name", None), self.target))
+            if claims is not None:
+                granted = set(claims.claim(key, [c.key() for c in configs],
+                                           logged=lambda: {c.key() for c, _ in self._logged_since(set())}))
+                if len(granted) < len(configs):  # another tuner has (or had) some: take what it logged
+                    late = self._logged_since(done)
+                    take(late)
+                    resumed += len(late)
+                configs = [c for c in configs if c.key() in granted]
+                if not configs:
+                    idle += 1
+                    if idle >= IDLE_ROUNDS:
+                        break
+                    continue
+            idle = 0
+            results = self._measure(configs, claims)
+            verdicts = [(c, r) for c, r in zip(configs, results) if not r.infrastructure]
+            faults = [(c, r) for c, r in zip(configs, results) if r.infrastructure]
+            for c, r in verdicts:
                 measured += 1
                 if r.ok and r.median < best:
                     best, best_cfg, since_improvement = r.median, c, 0
@@ -136,7 +187,37 @@ class Tuner:
                     since_improvement += 1
                 errors += r.error is not None
                 history.append((time.perf_counter() - t0, best))
-            self.strategy.update(configs, results)
-            for cb in self.callbacks:
-                cb(self.task, configs, results)
-        return TuneResult(self.task, best_cfg, best, measured, len(previous), errors, time.perf_counter() - t0, history)
+            for c, _ in faults:
+                infrastructure += 1
+                infra_tries[c] = infra_tries.get(c, 0) + 1
+                if infra_tries[c] <= INFRA_RETRIES:
+                    retry.append(c)
+            infra_batches = infra_batches + 1 if faults and not verdicts else 0
+            if infra_batches >= INFRA_BATCHES:
+                raise AutotuneError(f"tuning {key} stopped: {INFRA_BATCHES} batches in a row failed on the "
+                                    f"measuring infrastructure, not on their configs: {faults[0][1].message}")
+            if verdicts:
+                take(verdicts)
+                vc, vr = [c for c, _ in verdicts], [r for _, r in verdicts]
+                for cb in self.callbacks:
+                    cb(self.task, vc, vr)
+        return TuneResult(self.task, best_cfg, best, measured, resumed, errors, time.perf_counter() - t0, history,
+                          infrastructure)
+
+    def _measure(self, configs: Sequence[Config], claims: Claims | None) -> list[MeasureResult]:
+        """Measure a batch, logging each result as the runner reports it; release the claims after."""
+        logged = [False] * len(configs)
+        strategy = getattr(self.strategy, "name", None)
+
+        def log_one(i: int, r: MeasureResult) -> None:
+            if self.log is not None and not logged[i]:
+                self.log.append(result_to_record(self.task, configs[i], r, strategy, self.target))
+            logged[i] = True
+        try:
+            results = self.runner.run([MeasureInput(self.task, c) for c in configs], on_result=log_one)
+            for i, r in enumerate(results):  # a runner that did not report a result: log it now
+                log_one(i, r)
+            return results
+        finally:
+            if claims is not None:
+                claims.release(self.task.key(), [c.key() for c in configs])

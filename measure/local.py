@@ -4,7 +4,14 @@ at a time in a timing worker pinned to its cores.
 A kernel that segfaults, hangs or loops forever kills (or gets killed with) only its worker,
 which is replaced; its result records the error kind and the tuner goes on. Timings never
 overlap: the compile phase finishes before the timing phase starts, and the timing worker holds
-a machine-wide file lock while it times.
+a machine-wide file lock while it times. Each result is reported (on_result) the moment it is
+known: a compile error at once, a measurement when its worker answers.
+
+Infrastructure is not a config's fault: a worker that dies on a config is replaced and the
+config is tried once more (a second death is the config's verdict, worker_crashed, with the
+signal named); a worker that cannot start is started again up to `start_attempts` times, after
+which the rest of the batch is an INFRASTRUCTURE result; a compile cache that cannot be written
+is an AutotuneError naming the directory, raised when the runner or a worker starts.
 
 Example::
 
@@ -18,17 +25,19 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from autotune.environment import settings, worker_env
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.errors import AutotuneError
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
 from autotune.timing_lock import lock_path
 from measure.timing import TimingProtocol
-from measure.worker import WorkerSetup
+from measure.worker import CacheNotWritable, WorkerSetup, check_cache
 
 
 @dataclass(frozen=True)
@@ -45,25 +54,51 @@ class LocalRunnerOptions:
     timing_cores: tuple[int, ...] = ()
     startup_timeout: float = 180.0
     cache_dir: str | None = None  # the workers' compile cache (AUTOTUNE_CACHE_DIR); default: the settings' one
+    start_attempts: int = 3  # starts of a worker before the batch is an infrastructure fault
+
+
+class _Unavailable(Exception):
+    """No worker could be had: the rest of the batch is an infrastructure fault."""
+
+
+def exit_reason(proc: subprocess.Popen) -> str:  # type: ignore[type-arg]
+    """How a process ended: "killed by signal SIGSEGV", "exit code 3" (it is waited for briefly)."""
+    try:
+        code = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 class _Worker:
     """One worker subprocess speaking JSON lines."""
 
     def __init__(self, setup: WorkerSetup) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env())
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env())
+        except OSError as e:  # no process could be made (out of memory, too many processes)
+            raise _Unavailable(f"cannot start a worker process: {e.strerror}") from None
         self.buf = b""
         self.ready = False
         try:
             self.send(setup.to_json())  # answered with {"ready": ...}; see LocalRunner._ensure_ready
-        except BrokenPipeError:  # died at once: _ensure_ready reads the end of its output
+        except EOFError:  # died at once: _ensure_ready reads the end of its output
             pass
 
     def send(self, msg: dict[str, Any]) -> None:
+        """Send a request; EOFError if the worker is gone."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            raise EOFError from None
 
     def fileno(self) -> int:
         assert self.proc.stdout is not None
@@ -119,13 +154,18 @@ class LocalRunner:
         self.options = options
         self.n_compile = options.compile_workers or (os.cpu_count() or 1)
         cache = settings().cache_dir
-        cache.mkdir(parents=True, exist_ok=True)
+        for d in dict.fromkeys([cache, options.cache_dir or cache]):
+            try:
+                check_cache(d)
+            except CacheNotWritable as e:
+                raise AutotuneError(str(e)) from None
         self.lock = lock_path(cache)
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
         self.timing_cores = list(options.timing_cores) or allowed[:max(1, settings().threads)]
         self._compilers: list[_Worker] = []
         self._timer: _Worker | None = None
         self.workers_replaced = 0
+        self.start_failures = 0
 
     def __enter__(self) -> "LocalRunner":
         return self
@@ -143,18 +183,28 @@ class LocalRunner:
             cores=tuple(self.timing_cores) if role == "measure" else (),
             lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside))
 
-    def _ensure_ready(self, w: _Worker) -> None:
-        if w.ready:
-            return
-        try:
-            msg = w.wait_line(self.options.startup_timeout)
-        except EOFError:
-            msg = None
-        if not msg or not msg.get("ready"):
+    def _ensure_ready(self, w: _Worker, role: str) -> _Worker:
+        """w once it answered its setup, else a new worker of `role` (at most start_attempts starts
+        in all). _Unavailable when none starts; AutotuneError when the environment forbids it."""
+        attempt = 1
+        while not w.ready:
+            try:
+                msg = w.wait_line(self.options.startup_timeout)
+                why = (msg or {}).get("message") or f"no answer in {self.options.startup_timeout:g} s"
+            except EOFError:
+                msg, why = None, f"it exited ({exit_reason(w.proc)})"
+            if msg and msg.get("ready"):
+                w.ready = True
+                break
             w.kill()
-            why = (msg or {}).get("message", "no answer")
-            raise RuntimeError(f"a measurement worker failed to start: {why}")
-        w.ready = True
+            self.start_failures += 1
+            if msg and msg.get("environment"):
+                raise AutotuneError(why)
+            if attempt >= self.options.start_attempts:
+                raise _Unavailable(f"a {role} worker could not start ({attempt} attempts): {why}")
+            attempt += 1
+            w = self._start(role)
+        return w
 
     def _payload(self, inp: MeasureInput, kind: str) -> dict[str, Any]:
         t = inp.task
@@ -164,20 +214,40 @@ class LocalRunner:
                 **({"definition": t.template.definition(t.shape_dict, t.dtype)} if t.template.definition else {})}
 
     # ---- phases -----------------------------------------------------------------------------
-    def _compile_all(self, inputs: Sequence[MeasureInput]) -> list[dict[str, Any]]:
-        """Compile every input in parallel; return one outcome per input."""
+    def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None]
+                     ) -> list[dict[str, Any]]:
+        """Compile every input in parallel; return one outcome per input, passing each failure to
+        `failed` the moment it is known. A worker that dies is replaced and its input compiled once
+        more before the death is the input's verdict."""
         while len(self._compilers) < min(self.n_compile, len(inputs)):
             self._compilers.append(self._start("compile"))
-        for w in self._compilers:
-            self._ensure_ready(w)
+        for slot, w in enumerate(self._compilers):
+            self._compilers[slot] = self._ensure_ready(w, "compile")
         outcomes: list[dict[str, Any] | None] = [None] * len(inputs)
+        deaths = [0] * len(inputs)
+        lost = 0  # workers found dead before they got work
         queue = list(range(len(inputs)))
         busy: dict[int, tuple[int, float]] = {}  # worker slot -> (input index, deadline)
+
+        def done(i: int, outcome: dict[str, Any]) -> None:
+            outcomes[i] = outcome
+            if not outcome.get("ok"):
+                failed(i, outcome)
         while queue or busy:
             for slot, w in enumerate(self._compilers):
                 if slot not in busy and queue:
                     i = queue.pop(0)
-                    w.send(self._payload(inputs[i], "compile"))
+                    try:
+                        w.send(self._payload(inputs[i], "compile"))
+                    except EOFError:  # it died idle (killed from outside): no fault of this config
+                        lost += 1
+                        if lost > self.options.start_attempts * len(self._compilers):
+                            raise _Unavailable("compile workers keep dying before they get work "
+                                               f"({exit_reason(w.proc)})") from None
+                        queue.insert(0, i)
+                        self._replace_compiler(slot)
+                        w = self._compilers[slot]
+                        continue
                     busy[slot] = (i, time.monotonic() + self.options.compile_timeout)
             fds = [self._compilers[s] for s in busy]
             if fds and all(not w.buf for w in fds):  # wait for a reply, at most until the nearest deadline
@@ -189,66 +259,94 @@ class LocalRunner:
                 try:
                     msg = w.read_line()
                 except EOFError:
-                    outcomes[i] = {"ok": False, "error": "worker_crashed",
-                                   "message": f"compile worker died (exit code {w.proc.poll()})"}
-                    self._replace_compiler(slot)
                     del busy[slot]
+                    deaths[i] += 1
+                    why = exit_reason(w.proc)
+                    self._replace_compiler(slot)
+                    if deaths[i] < 2:
+                        queue.insert(0, i)  # maybe not this config's doing: once more on a new worker
+                    else:
+                        done(i, {"ok": False, "error": "worker_crashed",
+                                 "message": f"compiling it killed the compile worker twice ({why})"})
                     continue
                 if msg is not None:
-                    outcomes[i] = msg
                     del busy[slot]
+                    done(i, msg)
                 elif time.monotonic() > deadline:
-                    outcomes[i] = {"ok": False, "error": "compile_timeout",
-                                   "message": f"compile took over {self.options.compile_timeout:g} s"}
-                    self._replace_compiler(slot)
                     del busy[slot]
+                    self._replace_compiler(slot)
+                    done(i, {"ok": False, "error": "compile_timeout",
+                             "message": f"compile took over {self.options.compile_timeout:g} s"})
         return outcomes  # type: ignore[return-value]
 
     def _replace_compiler(self, slot: int) -> None:
         self._compilers[slot].kill()
-        self._compilers[slot] = self._start("compile")
-        self._ensure_ready(self._compilers[slot])
         self.workers_replaced += 1
+        self._compilers[slot] = self._ensure_ready(self._start("compile"), "compile")
 
     def _measure(self, inp: MeasureInput) -> dict[str, Any]:
-        if self._timer is None:
-            self._timer = self._start("measure")
-        self._ensure_ready(self._timer)
-        w = self._timer
-        w.send(self._payload(inp, "measure"))
-        try:
-            msg = w.wait_line(self.options.run_timeout)
-        except EOFError:
-            code = w.proc.poll()
-            w.kill()
-            self._timer = None
-            self.workers_replaced += 1
-            return {"ok": False, "error": "worker_crashed",
-                    "message": f"the kernel crashed its worker (exit code {code})"}
-        if msg is None:
-            w.kill()
-            self._timer = None
-            self.workers_replaced += 1
-            return {"ok": False, "error": "run_timeout",
-                    "message": f"check and timing took over {self.options.run_timeout:g} s; the worker was killed"}
-        return msg
+        """Check and time one compiled input; a worker death gets one more try on a new worker."""
+        why = ""
+        deaths = idle_deaths = 0
+        while deaths < 2:
+            if self._timer is None:
+                self._timer = self._start("measure")
+            self._timer = w = self._ensure_ready(self._timer, "measure")
+            try:
+                w.send(self._payload(inp, "measure"))
+            except EOFError:  # it died idle (killed from outside): no fault of this config
+                w.kill()
+                self._timer = None
+                self.workers_replaced += 1
+                idle_deaths += 1
+                if idle_deaths > self.options.start_attempts:
+                    raise _Unavailable(f"measure workers keep dying before they get work ({exit_reason(w.proc)})")
+                continue
+            try:
+                msg = w.wait_line(self.options.run_timeout)
+            except EOFError:
+                deaths += 1
+                why = exit_reason(w.proc)
+                w.kill()
+                self._timer = None
+                self.workers_replaced += 1
+                continue
+            if msg is None:
+                w.kill()
+                self._timer = None
+                self.workers_replaced += 1
+                return {"ok": False, "error": "run_timeout",
+                        "message": f"check and timing took over {self.options.run_timeout:g} s; the worker was killed"}
+            return msg
+        return {"ok": False, "error": "worker_crashed", "message": f"the kernel crashed its worker twice ({why})"}
 
-    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        results: list[MeasureResult | None] = [None] * len(inputs)
+
+        def report(i: int, r: MeasureResult) -> None:
+            results[i] = r
+            if on_result is not None:
+                on_result(i, r)
         if not inputs:
             return []
-        compiled = self._compile_all(inputs)
-        results: list[MeasureResult] = []
-        for inp, c in zip(inputs, compiled):
-            if not c.get("ok"):
-                results.append(MeasureResult(None, ErrorKind(c["error"]), c.get("message", "")))
-                continue
-            m = self._measure(inp)
-            cs = c.get("compile_s")
-            if m.get("ok"):
-                results.append(MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy"))))
-            else:
-                results.append(MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs))
-        return results
+        try:
+            compiled = self._compile_all(inputs, lambda i, c: report(
+                i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))))
+            for i, (inp, c) in enumerate(zip(inputs, compiled)):
+                if not c.get("ok"):
+                    continue
+                m = self._measure(inp)
+                cs = c.get("compile_s")
+                if m.get("ok"):
+                    report(i, MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy"))))
+                else:
+                    report(i, MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs))
+        except _Unavailable as e:
+            self.close()  # workers may hold unanswered requests: start afresh next batch
+            for i, r in enumerate(results):
+                if r is None:
+                    report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE, str(e)))
+        return results  # type: ignore[return-value]
 
     def close(self) -> None:
         for w in self._compilers:

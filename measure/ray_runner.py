@@ -2,9 +2,14 @@
 
 One measuring actor per node owns a LocalRunner there: compile workers sized to the node's CPUs,
 and one timing worker, so timings on a node never overlap. A batch is split across the nodes'
-actors; when an actor dies (a crashed node, a killed worker) its candidates are retried on
-another actor once, else recorded as worker-crashed, and the run goes on. Ray is the [ray] extra:
-without it, RayRunner() raises a one-line AutotuneError naming it (from `connect`).
+actors; the results of each part are reported (on_result) as soon as that part returns.
+
+An actor that dies (a crashed node, a killed worker) is replaced, on its node while that node
+lives, else on another live node (at most `respawns` replacements per batch), and its candidates
+are measured again, each on its own. Only a config whose actor dies again while measuring it alone
+gets the verdict worker_crashed; a candidate left without any live actor is an INFRASTRUCTURE
+result, which a tuner measures again later. Ray is the [ray] extra: without it, RayRunner()
+raises a one-line AutotuneError naming it (from `connect`).
 
     >>> from measure.ray_runner import RayRunner                # doctest: +SKIP
     >>> with RayRunner() as runner:                             # a local Ray, started on demand
@@ -19,7 +24,7 @@ from typing import Any, Sequence
 
 from measure.ray_cluster import connect
 from measure.local import LocalRunnerOptions
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
 
 
 def _result_to_json(r: MeasureResult) -> dict[str, Any]:
@@ -74,66 +79,119 @@ class RayRunner:
     """Measures candidates across the nodes of a Ray cluster (a local one when address is None)."""
 
     def __init__(self, address: str | None = None, options: LocalRunnerOptions = LocalRunnerOptions(),
-                 num_cpus: int | None = None) -> None:
+                 num_cpus: int | None = None, respawns: int = 3) -> None:
         self.ray = connect(address, num_cpus=num_cpus)
         self.options = options
+        self.respawns = respawns
         self.actors: list[Any] = []
-        self.retried = 0
+        self.homes: list[str] = []  # the node each actor was placed on
+        self.retried = 0   # candidates measured again after their actor died
+        self.replaced = 0  # actors replaced
         self._spawn()
 
-    def _spawn(self) -> None:
-        import ray
+    def _actor(self, node_id: str, cpus: int, soft: bool) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from templates import USER_MODULES
-        cls = _make_actor_class()
-        opts = asdict(self.options)
+        o = dict(asdict(self.options), compile_workers=self.options.compile_workers or max(1, cpus))
+        return _make_actor_class().options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node_id, soft=soft)).remote(o, list(USER_MODULES))
+
+    def _spawn(self) -> None:
+        import ray
         for node in ray.nodes():
-            if not node.get("Alive"):
-                continue
-            cpus = int(node.get("Resources", {}).get("CPU", 1))
-            o = dict(opts, compile_workers=self.options.compile_workers or max(1, cpus))
-            self.actors.append(cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node["NodeID"], soft=False)).remote(o, list(USER_MODULES)))
+            if node.get("Alive"):
+                self.actors.append(self._actor(node["NodeID"], int(node.get("Resources", {}).get("CPU", 1)), False))
+                self.homes.append(node["NodeID"])
+
+    def _replace(self, slot: int) -> bool:
+        """A new actor at `slot`: on the dead one's node if that lives, else on a live node (Ray may
+        place it elsewhere if that node is gone too). False when no node is alive."""
+        import ray
+        live = {n["NodeID"]: int(n.get("Resources", {}).get("CPU", 1)) for n in ray.nodes() if n.get("Alive")}
+        if not live:
+            return False
+        home = self.homes[slot]
+        if home not in live:
+            spare = [n for n in live if n not in self.homes]
+            home = (spare or list(live))[slot % len(spare or live)]
+        try:
+            ray.kill(self.actors[slot])  # it may still linger: free its resources
+        except Exception:
+            pass
+        self.actors[slot] = self._actor(home, live[home], True)
+        self.homes[slot] = home
+        self.replaced += 1
+        return True
 
     @property
     def nodes(self) -> int:
         return len(self.actors)
 
-    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
         import ray
         if not inputs:
             return []
         items = [{"op": i.task.op, "shape": i.task.shape_dict, "dtype": i.task.dtype, "threads": i.task.threads,
                   "config": i.config.to_json()} for i in inputs]
         results: list[MeasureResult | None] = [None] * len(inputs)
-        pending = list(range(len(inputs)))
-        attempt = 0
-        while pending and self.actors:
-            shards: dict[int, list[int]] = {}
-            for n, idx in enumerate(pending):
-                shards.setdefault(n % len(self.actors), []).append(idx)
-            refs = {a: self.actors[a].run.remote([items[i] for i in idx]) for a, idx in shards.items()}
-            dead: list[int] = []
-            failed: list[int] = []
-            for a, ref in refs.items():
-                try:
-                    for i, r in zip(shards[a], ray.get(ref)):
-                        results[i] = _result_from_json(r)
-                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as e:
-                    dead.append(a)
-                    failed += shards[a]
-                    msg = f"the measuring actor died ({type(e).__name__})"
-                    for i in shards[a]:
-                        results[i] = MeasureResult(None, ErrorKind.WORKER_CRASHED, msg)
-            self.actors = [x for k, x in enumerate(self.actors) if k not in dead]
-            attempt += 1
-            if attempt > 1 or not failed:
-                break
-            pending = failed  # retry once on the actors still alive
-            self.retried += len(failed)
-        return [r if r is not None else MeasureResult(None, ErrorKind.WORKER_CRASHED, "no live measuring actor")
-                for r in results]
+
+        def report(i: int, r: MeasureResult) -> None:
+            results[i] = r
+            if on_result is not None:
+                on_result(i, r)
+        deaths = [0] * len(inputs)
+        clock = 0  # counts actor deaths in this batch
+        died_at = [0] * len(inputs)  # the clock at an input's last death
+        born = [0] * len(self.actors)  # the clock when an actor was put in (0: before this batch)
+        work: list[list[int]] = [list(range(len(inputs)))[a::len(self.actors)] for a in range(len(self.actors))]
+        work = [w for w in work if w]
+        idle = list(range(len(self.actors)))
+        alive = [True] * len(self.actors)
+        running: dict[Any, tuple[int, list[int]]] = {}
+        respawns = self.respawns
+        while work or running:
+            while work and idle:
+                slot, idx = idle.pop(0), work.pop(0)
+                running[self.actors[slot].run.remote([items[i] for i in idx])] = (slot, idx)
+            if not running:
+                break  # work left and no actor to give it to
+            (ref,), _ = ray.wait(list(running), num_returns=1)
+            slot, idx = running.pop(ref)
+            try:
+                answers = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                    ray.exceptions.ObjectLostError) as e:
+                why = f"the measuring actor died ({type(e).__name__})"
+                clock += 1
+                for i in idx:
+                    deaths[i] += 1
+                    if deaths[i] >= 2 and len(idx) == 1 and born[slot] >= died_at[i]:
+                        # again, measuring it alone on an actor put in after its first death
+                        report(i, MeasureResult(None, ErrorKind.WORKER_CRASHED, f"{why} twice while measuring it"))
+                    elif deaths[i] > self.respawns + 1:
+                        report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE, f"{why} {deaths[i]} times"))
+                    else:
+                        died_at[i] = clock
+                        work.append([i])  # each alone, so a second death names its config
+                        self.retried += 1
+                if respawns > 0 and self._replace(slot):
+                    respawns -= 1
+                    born[slot] = clock
+                    idle.append(slot)
+                else:
+                    alive[slot] = False
+                continue
+            for i, r in zip(idx, answers):
+                report(i, _result_from_json(r))
+            idle.append(slot)
+        for i, r in enumerate(results):
+            if r is None:
+                report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE,
+                                        f"no live measuring actor: {self.replaced} replaced, none left"))
+        self.actors = [a for a, ok in zip(self.actors, alive) if ok]
+        self.homes = [h for h, ok in zip(self.homes, alive) if ok]
+        return results  # type: ignore[return-value]
 
     def close(self) -> None:
         import ray

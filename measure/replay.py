@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 from autotune.records import Record, load_records
 from autotune.space import Config
 from autotune.task import Task
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult, config_error
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult, config_error, report_all
 
 
 class ReplayRunner:
@@ -35,7 +35,10 @@ class ReplayRunner:
         self.replayed = 0
         self.missing = 0
 
-    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        return report_all(self._answer(inputs), on_result)
+
+    def _answer(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         out = []
         for inp in inputs:
             bad = config_error(inp)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from autotune.backends.tpu.emulator import PRESETS, TileError, TpuCoreConfig, emulate
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult, config_error
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult, config_error, report_all
 from templates.tpu import tiled_kernel
 
 
@@ -23,7 +23,10 @@ class TpuRunner:
         self.core = PRESETS[core] if isinstance(core, str) else core
         self.calls = 0
 
-    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        return report_all(self._emulate(inputs), on_result)
+
+    def _emulate(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         out = []
         for inp in inputs:
             self.calls += 1

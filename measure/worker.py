@@ -7,9 +7,15 @@ Every later request is a compile or a measure; a template-free op's request carr
 definition as data. Numba's variables come in the process
 environment (Numba reads them at import), so generated kernels get SLP vectorisation and
 512-bit vectors. A kernel that crashes takes down only this process.
+
+A compile cache that cannot be written is no fault of any config: at set-up it is answered
+{"ready": false, "environment": true, "message": ...} (the driver stops with that message), and a
+disk error while writing a kernel (a full disk, a read-only file system) is an "infrastructure"
+error, never a compile error.
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -24,6 +30,37 @@ from autotune.timing_lock import TimingLock
 def _fmt(e: BaseException) -> str:
     msg = str(e).strip().splitlines()
     return f"{type(e).__name__}: {msg[0] if msg else ''}"[:1000]
+
+
+# errors of the disk or the file system, not of the kernel being written to it
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
+
+
+class CacheNotWritable(Exception):
+    """The compile cache directory cannot be written: an environment error, not a config's."""
+
+
+def check_cache(cache_dir: str | os.PathLike[str]) -> None:
+    """Raise CacheNotWritable (a one-line message naming the directory) unless kernels can be
+    written under `cache_dir`.
+
+    >>> import tempfile
+    >>> check_cache(tempfile.mkdtemp())
+    """
+    import tempfile
+    d = Path(cache_dir)
+    try:
+        (d / "kernels").mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=d / "kernels", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CacheNotWritable(f"the compile cache {d} is not writable ({e.strerror}): set AUTOTUNE_CACHE_DIR "
+                               "to a writable directory") from None
+
+
+def _disk_fault(e: OSError) -> dict[str, Any]:
+    return {"ok": False, "error": "infrastructure", "message": f"a disk error while writing the kernel: {_fmt(e)}"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +101,7 @@ class WorkerSetup:
 class _Worker:
     def __init__(self, setup: WorkerSetup) -> None:
         from autotune.environment import Settings, configure_numba, use_settings
+        check_cache(setup.cache_dir)
         configure_numba()
         use_settings(Settings(Path(setup.cache_dir), setup.threads))
         import numpy  # noqa: F401
@@ -100,6 +138,9 @@ class _Worker:
             t0 = time.perf_counter()
             k = task.build(p["config"])
             return {"ok": True, "compile_s": k.compile_seconds or time.perf_counter() - t0}
+        except OSError as e:
+            return _disk_fault(e) if e.errno in DISK_ERRNOS else {"ok": False, "error": "compile_error",
+                                                                   "message": _fmt(e)}
         except Exception as e:
             return {"ok": False, "error": "compile_error", "message": _fmt(e)}
 
@@ -113,6 +154,9 @@ class _Worker:
             t0 = time.perf_counter()
             k = task.build(p["config"])
             compile_s = k.compile_seconds or time.perf_counter() - t0
+        except OSError as e:
+            return _disk_fault(e) if e.errno in DISK_ERRNOS else {"ok": False, "error": "compile_error",
+                                                                   "message": _fmt(e)}
         except Exception as e:
             return {"ok": False, "error": "compile_error", "message": _fmt(e)}
         try:
@@ -161,6 +205,9 @@ def main() -> None:
     try:
         w = _Worker(WorkerSetup.from_json(json.loads(first)))
         answers.write(json.dumps({"ready": True}) + "\n")
+    except CacheNotWritable as e:  # the driver stops: no config can be compiled here
+        answers.write(json.dumps({"ready": False, "environment": True, "message": str(e)}) + "\n")
+        return
     except Exception as e:  # a bad setup or an import failure in the worker: say why, then stop
         answers.write(json.dumps({"ready": False, "message": _fmt(e)}) + "\n")
         return

@@ -125,6 +125,63 @@ def test_ray_runner_retries_work_of_a_dead_actor(two_node_cluster) -> None:
         assert all(r.ok for r in runner.run(inputs))
         ray.kill(runner.actors[0])  # a node's measuring actor dies
         results = runner.run(inputs)
-        assert all(r.ok for r in results) and runner.retried > 0 and runner.nodes == 1
+        assert all(r.ok for r in results) and runner.retried > 0
+        assert runner.replaced == 1 and runner.nodes == 2  # replaced, on its node
     finally:
         runner.close()
+
+
+def test_a_ray_tune_whose_actors_are_killed_mid_batch_measures_every_config(two_node_cluster, tmp_path: Path) -> None:
+    import ray
+
+    from autotune.records import Record, RecordLog
+    from autotune.search import make_strategy
+    from autotune.task import Task
+    from autotune.tuner import Tuner, TuneOptions
+    from measure.local import LocalRunnerOptions
+    from measure.ray_runner import RayRunner
+    from measure.timing import TimingProtocol
+    task = Task.create("matmul", "16x16x16", threads=1)
+    runner = RayRunner(options=LocalRunnerOptions(compile_workers=1, protocol=TimingProtocol(repeat=2, min_repeat_ms=1)))
+    killed: list[int] = []
+
+    class KillingLog(RecordLog):
+        """Kills every measuring actor when the first record arrives: the other part of the batch is in flight."""
+
+        def append(self, record: Record) -> None:
+            super().append(record)
+            if not killed:
+                killed.extend(range(len(runner.actors)))
+                for a in runner.actors:
+                    ray.kill(a)
+    log = KillingLog(tmp_path / "tune.jsonl")
+    try:
+        result = Tuner(task, make_strategy("random", task.space()), runner, log).run(TuneOptions(trials=8, batch=4))
+    finally:
+        runner.close()
+    recs = load_records(log.path)
+    assert killed and runner.replaced >= 2
+    assert result.measured == 8 and result.infrastructure == 0
+    assert len(recs) == 8 and all(r.ok for r in recs), [(r.error, r.message) for r in recs]
+    assert len({r.config_key() for r in recs}) == 8
+
+
+def test_a_sweep_survives_its_queue_actor_dying(local_ray, tmp_path: Path) -> None:
+    import ray._private.state as ray_state  # the actor table without a dashboard
+    log = tmp_path / "sweep.jsonl"
+    tasks = parse_spec(SPEC)
+    streamed: list[str] = []
+
+    def on_event(ev: dict) -> None:
+        if ev["kind"] == "record":
+            streamed.append(ev["line"])
+            if len(streamed) == 1:
+                (pid,) = [a["Pid"] for a in ray_state.actors().values()
+                          if a["ActorClassName"] == "_QueueActor" and a["State"] == "ALIVE"]
+                os.kill(pid, signal.SIGKILL)
+    states = run_sweep(tasks, log, progress=False, on_event=on_event)
+    assert streamed, "the test must kill the queue actor mid-sweep"
+    assert all(st.done >= st.task.trials for st in states.values()), {k: (s.done, s.status) for k, s in states.items()}
+    recs = load_records(log)
+    assert len(recs) == 9 and len({r.to_line() for r in recs}) == 9  # every record once
+    assert streamed[0] in {r.to_line() for r in recs}

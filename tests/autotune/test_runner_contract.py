@@ -1,5 +1,6 @@
 """The Runner contract, checked over every runner: one MeasureResult per input, in order; an
 error is data (a kind and a message), never an exception; an empty batch is an empty answer;
+on_result(index, result) is called exactly once per input, with the result returned for it;
 close() may be called twice. Real runners: local worker processes, a local Ray, the replay and
 surrogate runners and the TPU emulator."""
 from __future__ import annotations
@@ -107,6 +108,19 @@ def test_a_bad_config_is_an_error_result_not_an_exception(runner_and_task: tuple
     results = runner.run([MeasureInput(task, bad), MeasureInput(task, good)])
     _check(results, 2)
     assert not results[0].ok and results[1].ok
+
+
+def test_each_result_is_reported_once_as_returned(runner_and_task: tuple[Runner, Task]) -> None:
+    runner, task = runner_and_task
+    good = task.default_config()
+    bad = Config({**good, next(iter(good)): "not a value of this knob"})
+    configs = [bad, *_configs(task, 3)]
+    seen: list[tuple[int, MeasureResult]] = []
+    results = runner.run([MeasureInput(task, c) for c in configs], on_result=lambda i, r: seen.append((i, r)))
+    _check(results, len(configs))
+    assert sorted(i for i, _ in seen) == list(range(len(configs)))
+    assert all(r is results[i] for i, r in seen)
+    assert runner.run([], on_result=lambda i, r: seen.append((i, r))) == [] and len(seen) == len(configs)
 
 
 def test_close_twice_is_harmless() -> None:

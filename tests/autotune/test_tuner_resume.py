@@ -1,7 +1,9 @@
-"""A tuner killed with SIGKILL loses no completed measurement, and a resumed run skips them."""
+"""A tuner killed with SIGKILL (or stopped with Ctrl-C) loses no completed measurement, and a
+resumed run skips them; infrastructure faults are logged but never a config's verdict."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -45,3 +47,73 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     assert len(after) == len(before) + 2
     new = [r.config_key() for r in after[len(before):]]
     assert not set(new) & measured, "a resumed run must not measure a config again"
+
+
+def test_each_measurement_is_logged_the_moment_it_completes(tmp_path: Path) -> None:
+    """A batch of 8: records appear one by one while it runs, and Ctrl-C keeps those measured."""
+    log = tmp_path / "tune.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-m", "autotune", "tune", "matmul", "--shape", "20x24x16", "--threads", "1",
+                          "--trials", "8", "--batch", "8", "--log", str(log), "--no-progress"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 300
+    while lines(log) < 2 and time.monotonic() < deadline and p.poll() is None:
+        seen.add(lines(log))
+        time.sleep(0.02)
+    seen.add(lines(log))
+    os.kill(p.pid, signal.SIGINT)
+    p.wait(60)
+    assert seen & {1, 2, 3}, f"records appeared only in whole batches: {sorted(seen)}"
+    kept = load_records(log)
+    assert 2 <= len(kept) < 8 and all(r.ok for r in kept)
+
+
+def test_infrastructure_records_are_no_verdict_on_resume(tmp_path: Path) -> None:
+    from autotune.records import Record, RecordLog
+    from autotune.runner import ErrorKind
+    from autotune.search import make_strategy
+    from autotune.task import Task
+    from autotune.tuner import Tuner, TuneOptions
+    from measure.replay import ReplayRunner
+    task = Task.create("matmul", "16x16x16", threads=1)
+    a, b = [task.default_config(), *task.space().sample_new(random.Random(0), {task.default_config()}, 1)]
+    log = RecordLog(tmp_path / "tune.jsonl")
+    for cfg, costs, error in ((a, [1e-4], None), (b, None, ErrorKind.INFRASTRUCTURE.value)):
+        log.append(Record(op=task.op, shape=task.shape_dict, dtype=task.dtype, threads=1, config=cfg.to_json(),
+                          costs=costs, error=error, message="the measuring actor died"))
+    tuner = Tuner(task, make_strategy("random", task.space()), ReplayRunner([], fallback=lambda t, c: 2e-4), log,
+                  initial=[a, b])
+    assert [c for c, _ in tuner.resume()] == [a]
+    result = tuner.run(TuneOptions(trials=1, batch=1))
+    assert result.resumed == 1 and result.measured == 1
+    assert [(r.config_key(), r.ok) for r in load_records(log.path)][-1] == (b.key(), True)  # b measured again
+
+
+def test_a_run_on_broken_infrastructure_stops_with_one_line_naming_it(tmp_path: Path) -> None:
+    import pytest
+
+    from autotune.errors import AutotuneError
+    from autotune.search import make_strategy
+    from autotune.task import Task
+    from autotune.tuner import INFRA_BATCHES, Tuner, TuneOptions
+    from autotune.records import RecordLog
+    from measure.local import LocalRunner, LocalRunnerOptions
+    from templates import USER_MODULES
+    script = tmp_path / "no_workers_here.py"
+    script.write_text("raise OSError('cannot allocate memory')\n")  # every worker start fails
+    task = Task.create("matmul", "16x16x16", threads=1)
+    log = RecordLog(tmp_path / "tune.jsonl")
+    USER_MODULES.append(f"file:{script}")
+    try:
+        with LocalRunner(LocalRunnerOptions(compile_workers=1, start_attempts=1)) as runner:
+            tuner = Tuner(task, make_strategy("random", task.space()), runner, log)
+            with pytest.raises(AutotuneError, match="failed on the measuring infrastructure.*could not start.*"
+                                                    "cannot allocate memory") as e:
+                tuner.run(TuneOptions(trials=8, batch=2))
+    finally:
+        USER_MODULES.remove(f"file:{script}")
+    assert "\n" not in str(e.value)
+    recs = load_records(log.path)
+    assert len(recs) >= INFRA_BATCHES * 2 and {r.error for r in recs} == {"infrastructure"}  # reported
+    assert tuner.resume() == []  # and never a verdict

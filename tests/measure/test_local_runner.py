@@ -1,14 +1,21 @@
-"""LocalRunner against real misbehaving kernels: each failure is recorded, the run finishes."""
+"""LocalRunner against real misbehaving kernels and a failing machine: each kernel failure is
+recorded as that kernel's, each infrastructure fault (a killed worker, a worker that cannot
+start, an unwritable cache) as infrastructure, and the run finishes."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from autotune.environment import worker_env
+from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.task import Task
 from measure.local import LocalRunner, LocalRunnerOptions, _Worker
@@ -40,6 +47,7 @@ def test_every_failure_is_recorded_and_the_run_finishes(runner: LocalRunner) -> 
                      ErrorKind.COMPILE_ERROR, None], [(r.error, r.message) for r in results]
     assert results[0].ok and results[0].median > 0 and results[5].ok
     assert "no_such_function" in results[4].message or "Numba" in results[4].message
+    assert "killed by signal SIGSEGV" in results[1].message, results[1].message
     assert runner.workers_replaced >= 2  # the crashed and the hung worker were replaced
 
 
@@ -85,3 +93,86 @@ def test_the_workers_compile_into_the_cache_dir_of_the_options(tmp_path) -> None
         (res,) = r.run([MeasureInput(task, Config({"split": 4}))])
     assert res.ok, res.message
     assert list((tmp_path / "kernels").glob("k_*.py"))
+
+
+def test_each_result_is_reported_when_it_is_known(runner: LocalRunner) -> None:
+    order: list[tuple[int, ErrorKind | None, float]] = []
+    inputs = [inp(ft.OK), inp(ft.COMPILE_ERROR), inp(ft.OK, 4)]
+    results = runner.run(inputs, on_result=lambda i, r: order.append((i, r.error, time.monotonic())))
+    assert [i for i, _, _ in order] == [1, 0, 2]  # the compile error before any measurement
+    assert [results[i].error for i, _, _ in order] == [e for _, e, _ in order]
+
+
+def test_workers_killed_between_batches_are_replaced_not_blamed(runner: LocalRunner) -> None:
+    runner.run([inp(ft.OK)])
+    for w in [*runner._compilers, runner._timer]:
+        os.kill(w.proc.pid, signal.SIGKILL)  # lost workers: an OOM killer, an operator
+        w.proc.wait()
+    before = runner.workers_replaced
+    results = runner.run([inp(ft.OK), inp(ft.OK, 4)])
+    assert all(r.ok for r in results), [r.message for r in results]
+    assert runner.workers_replaced > before
+
+
+def test_a_timing_worker_killed_mid_measurement_is_measured_again() -> None:
+    slow = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=700)  # >= 2 s of timing
+    with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=slow)) as r:
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(r.run([inp(ft.OK, 4)])))
+        t.start()
+        deadline = time.monotonic() + 120
+        while not (r._timer is not None and r._timer.ready) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.8)
+        os.kill(r._timer.proc.pid, signal.SIGKILL)
+        t.join(300)
+    (res,) = out[0]
+    assert res.ok, res.message
+    assert r.workers_replaced == 1
+
+
+def test_a_worker_that_fails_to_start_once_is_started_again(tmp_path: Path) -> None:
+    from templates import USER_MODULES
+    marker = tmp_path / "started-once"
+    script = tmp_path / "flaky_start.py"  # a real set-up that fails the first time only
+    script.write_text(f"import pathlib\np = pathlib.Path({str(marker)!r})\n"
+                      "if not p.exists():\n    p.touch()\n    raise OSError('no resources the first time')\n")
+    USER_MODULES.append(f"file:{script}")
+    try:
+        with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=FAST)) as r:
+            results = r.run([inp(ft.OK), inp(ft.OK, 4)])
+    finally:
+        USER_MODULES.remove(f"file:{script}")
+    assert all(x.ok for x in results), [x.message for x in results]
+    assert r.start_failures == 1
+
+
+def test_a_worker_that_never_starts_fails_the_batch_as_infrastructure(tmp_path: Path) -> None:
+    from templates import USER_MODULES
+    script = tmp_path / "broken_start.py"
+    script.write_text("raise OSError('the node is out of memory')\n")
+    USER_MODULES.append(f"file:{script}")
+    try:
+        with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=FAST, start_attempts=2)) as r:
+            seen: list[int] = []
+            results = r.run([inp(ft.OK), inp(ft.OK, 4)], on_result=lambda i, res: seen.append(i))
+    finally:
+        USER_MODULES.remove(f"file:{script}")
+    assert [x.error for x in results] == [ErrorKind.INFRASTRUCTURE] * 2
+    assert "compile worker could not start (2 attempts): OSError: the node is out of memory" in results[0].message
+    assert sorted(seen) == [0, 1] and r.start_failures == 2
+
+
+def test_an_unwritable_cache_is_an_environment_error_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a directory cannot be made below a file, even by root
+    bad = blocker / "cache"
+    with pytest.raises(AutotuneError, match=f"the compile cache {bad} is not writable .*AUTOTUNE_CACHE_DIR"):
+        LocalRunner(LocalRunnerOptions(cache_dir=str(bad)))
+    w = _Worker(WorkerSetup("compile", str(bad), threads=1))  # a worker checks it too, once, at set-up
+    try:
+        reply = w.wait_line(180)
+    finally:
+        w.close()
+    assert reply is not None and reply["ready"] is False and reply["environment"] is True
+    assert str(bad) in reply["message"]
