@@ -30,8 +30,8 @@ class TuneProgress:
             if r.ok:
                 self.best = min(self.best, r.median)
         if self.enabled:
-            fl = self.task.flops()
-            best = f"best {fl / self.best / 1e9:.1f} {self.task.template.metric}" if self.best < float("inf") else ""
+            per, unit = self.task.speed_unit()
+            best = f"best {per / self.best:.1f} {unit}" if self.best < float("inf") else ""
             self.prog.update(self.tid, advance=len(results), info=f"{best}  errors {self.errors}")
 
     def __exit__(self, *exc: object) -> None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from autotune.codegen import Kernel
-from autotune.codegen.check import check_output, poisoned
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordError, best_per_task, from_target, load_records
 from autotune.target import current_target
@@ -78,20 +77,11 @@ def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner
         if own:
             runner.close()
     for (key, rec, task), res in zip(keep, results):
-        per, unit = speed_unit(task.flops())
+        per, unit = task.speed_unit()
         rows.append(ReplayRow(key, rec, per / rec.seconds, per / res.median if res.ok else None,
                               None if res.ok else f"{res.error.value}: {res.message}", unit))  # type: ignore[union-attr]
     rows.sort(key=lambda r: r.key)
     return rows
-
-
-def speed_unit(flops: float) -> tuple[float, str]:
-    """(what one call counts for, unit): GFLOP/s from the flop count, calls/s for an op without one.
-
-    >>> speed_unit(2e9), speed_unit(0.0)
-    ((2.0, 'GFLOP/s'), (1.0, 'calls/s'))
-    """
-    return (flops / 1e9, "GFLOP/s") if flops > 0 else (1.0, "calls/s")
 
 
 def format_rows(rows: Sequence[ReplayRow]) -> str:
@@ -157,18 +147,6 @@ def load_best(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] |
     rec = best_record(log, op, shape, dtype, threads=threads, any_target=any_target)
     task = rec.task()
     kernel = task.build(rec.validated_config())
-    check_kernel(task, kernel)
+    task.verify(kernel)
     return kernel
 
-
-def check_kernel(task: Task, kernel: Kernel, seed: int = 0) -> None:
-    """Run `kernel` once on the task's random inputs and compare with its reference; raise
-    AutotuneError if it is wrong."""
-    import numpy as np
-    ins = task.inputs(seed=seed)
-    out = poisoned(kernel.output_shape, task.dtype)
-    kernel(*ins, out=out)
-    res = check_output(out, np.asarray(task.reference(ins)), task.dtype)
-    if not res.ok:
-        raise AutotuneError(f"the kernel rebuilt for {task.key()} from {kernel.path} computes a wrong answer "
-                            f"({res.message}): retune the task")

@@ -39,10 +39,10 @@ def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, f
 def units(records: Sequence[Record]) -> tuple[float, str]:
     """What one call of these records' task counts for, and the unit: GFLOP/s from the flop count
     (a user op's from its recorded definition), calls/s when it has none or cannot be rebuilt."""
-    from autotune.replay import speed_unit
+    from autotune.task import speed_unit
     for r in records:
         try:
-            return speed_unit(r.task().flops())
+            return r.task().speed_unit()
         except AutotuneError:
             continue
     return speed_unit(0.0)

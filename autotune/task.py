@@ -18,14 +18,25 @@ import numpy as np
 
 from autotune.codegen import Kernel, build, generate_source
 from autotune.codegen.buffers import aligned_copy
+from autotune.codegen.check import check_output, poisoned
 from autotune.environment import settings
-from autotune.errors import ShapeError
+from autotune.errors import AutotuneError, ShapeError
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
 from templates import get_template
 from templates.base import CodegenOptions, Template
 
 DTYPES = ("float32", "float64")
+
+
+def speed_unit(flops: float, metric: str = "GFLOP/s") -> tuple[float, str]:
+    """(what one call counts for, unit): giga-operations of the template's metric, or calls/s for
+    an op with no operation count.
+
+    >>> speed_unit(2e9), speed_unit(2e9, "GOP/s"), speed_unit(0.0)
+    ((2.0, 'GFLOP/s'), (2.0, 'GOP/s'), (1.0, 'calls/s'))
+    """
+    return (flops / 1e9, metric) if flops > 0 else (1.0, "calls/s")
 
 
 def task_key(op: str, shape: Iterable[tuple[str, int]], dtype: str, threads: int) -> str:
@@ -71,6 +82,25 @@ class Task:
                              f"e.g. matmul|M=64,N=32,K=16|float32|threads=2") from None
         return cls.create(op, shape, dtype, threads)
 
+    def to_data(self) -> dict[str, Any]:
+        """The task as JSON data for another process (a worker, a Ray actor): a template-free op
+        carries its definition as data, so the other side never needs the user's code.
+
+        >>> Task.from_data(Task.create("matmul", "8x8x8", threads=1).to_data()).key()
+        'matmul|M=8,N=8,K=8|float32|threads=1'
+        """
+        t = self.template
+        return {"op": self.op, "shape": self.shape_dict, "dtype": self.dtype, "threads": self.threads,
+                **({"definition": t.definition(self.shape_dict, self.dtype)} if t.definition else {})}
+
+    @classmethod
+    def from_data(cls, d: Mapping[str, Any]) -> "Task":
+        """The task of to_data()'s output (a definition in it is untrusted: validated before use)."""
+        if d.get("definition") is not None:
+            from autotune.definition import register_definition
+            register_definition(d["op"], d["definition"])
+        return cls.create(d["op"], d["shape"], d["dtype"], d["threads"])
+
     @property
     def template(self) -> Template:
         return get_template(self.op)
@@ -105,6 +135,10 @@ class Task:
     def space(self) -> ConfigSpace:
         return self.template.space(self.shape_dict, self.dtype, self.threads)
 
+    def speed_unit(self) -> tuple[float, str]:
+        """What one call counts for and its unit (GFLOP/s, the template's metric, or calls/s)."""
+        return speed_unit(self.flops(), self.template.metric)
+
     def flops(self) -> float:
         return self.template.flops(self.shape_dict)
 
@@ -123,6 +157,18 @@ class Task:
     def build(self, cfg: Config | Mapping[str, Any]) -> Kernel:
         s, opts = self.schedule(cfg)
         return build(s, threads=self.threads, reassoc=opts.reassoc)
+
+    def verify(self, kernel: Kernel, seed: int = 0) -> None:
+        """Run `kernel` once on the task's random inputs against its reference; AutotuneError if
+        it computes something else (for kernels that no measurement worker checked here: from a
+        log, or a default schedule)."""
+        ins = self.inputs(seed=seed)
+        out = poisoned(kernel.output_shape, self.dtype)
+        kernel(*ins, out=out)
+        res = check_output(out, np.asarray(self.reference(ins)), self.dtype)
+        if not res.ok:
+            raise AutotuneError(f"the kernel built for {self.key()} computes a wrong answer ({res.message}): "
+                                "retune the task")
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Random inputs, placed alike in every process (aligned_copy), so timings compare."""

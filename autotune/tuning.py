@@ -119,7 +119,7 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     picks only), then the strategy's, logging every measurement; an existing log is resumed.
 
     op: a template name, a Template or a Task (then shape, dtype and threads come from it);
-    log: a path or a RecordLog (every measurement is appended the moment its batch returns);
+    log: a path or a RecordLog (each measurement is appended the moment it completes);
     strategy: a name from autotune.search.STRATEGIES or a Strategy; cost_model: a name from
     autotune.cost_model.MODELS, steering the evolutionary search (pretrained: a saved model to
     start from; roofline=False: no analytical prior either); runner: a name from RUNNERS or a

@@ -207,11 +207,9 @@ class LocalRunner:
         return w
 
     def _payload(self, inp: MeasureInput, kind: str) -> dict[str, Any]:
-        t = inp.task
-        return {"kind": kind, "op": t.op, "shape": t.shape_dict, "dtype": t.dtype, "threads": t.threads,
-                "config": inp.config.to_json(), "protocol": asdict(self.options.protocol),
-                "seed": self.options.seed, "max_spread": self.options.max_spread, "retries": self.options.retries,
-                **({"definition": t.template.definition(t.shape_dict, t.dtype)} if t.template.definition else {})}
+        return {"kind": kind, **inp.task.to_data(), "config": inp.config.to_json(),
+                "protocol": asdict(self.options.protocol), "seed": self.options.seed,
+                "max_spread": self.options.max_spread, "retries": self.options.retries}
 
     # ---- phases -----------------------------------------------------------------------------
     def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None]

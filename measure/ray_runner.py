@@ -65,7 +65,7 @@ def _make_actor_class():  # type: ignore[no-untyped-def]
             from autotune.task import Task
             inputs = []
             for it in items:  # configs are checked in the worker, so a bad one is an error result
-                task = Task.create(it["op"], it["shape"], it["dtype"], it["threads"])
+                task = Task.from_data(it)
                 inputs.append(MeasureInput(task, Config(it["config"])))
             return [_result_to_json(r) for r in self.runner.run(inputs)]
 
@@ -132,8 +132,7 @@ class RayRunner:
         import ray
         if not inputs:
             return []
-        items = [{"op": i.task.op, "shape": i.task.shape_dict, "dtype": i.task.dtype, "threads": i.task.threads,
-                  "config": i.config.to_json()} for i in inputs]
+        items = [{**i.task.to_data(), "config": i.config.to_json()} for i in inputs]
         results: list[MeasureResult | None] = [None] * len(inputs)
 
         def report(i: int, r: MeasureResult) -> None:

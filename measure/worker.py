@@ -127,10 +127,7 @@ class _Worker:
         """The request's task; a template-free op is rebuilt from the definition the request carries
         (data, validated), never from the user's code."""
         from autotune.task import Task
-        if p.get("definition") is not None:
-            from autotune.definition import register_definition
-            register_definition(p["op"], p["definition"])
-        return Task.create(p["op"], p["shape"], p["dtype"], p["threads"])
+        return Task.from_data(p)
 
     def compile(self, p: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -42,7 +42,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
-from templates.matmul import _fit
+from templates.gemm import fit as _fit
 
 
 def out_size(n: int, r: int, stride: int, pad: int, dil: int) -> int:

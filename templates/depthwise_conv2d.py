@@ -21,7 +21,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
 from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
-from templates.matmul import _fit
+from templates.gemm import fit as _fit
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:

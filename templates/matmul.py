@@ -21,7 +21,6 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
-from templates.gemm import fit as _fit  # noqa: F401 - conv2d and depthwise_conv2d import it from here
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:
