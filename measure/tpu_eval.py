@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from autotune.backends.tpu.emulator import PRESETS, TileError, emulate
-from autotune.backends.tpu.features import CONFIG_FEAT, tpu_graph
+from autotune.backends.tpu.features import tpu_graph
 from autotune.cost_model import Dataset, make_model
 from autotune.cost_model.metrics import kendall_tau
 from autotune.space import Config
@@ -143,8 +143,11 @@ def calls_to_best(kind: str, model_path: str | None, kernels: Sequence[KernelDat
 
 
 def export_tpugraphs(kernels: Sequence[KernelData], directory: str | Path) -> int:
-    """One TpuGraphs tile .npz per kernel (node_feat padded to 140 columns; runtimes in ns,
-    normalised by the kernel's best runtime). Configs whose tiles do not fit are left out."""
+    """One TpuGraphs tile .npz per kernel (node_feat: the op graph's 8 features padded to 140
+    columns; edges [consumer, producer]; config_feat: the tile as dataset bounds, output (bm/8,
+    bn/128) and kernel (bk/8, bn/128); runtimes in ns, normalised by the kernel's best runtime).
+    Configs whose tiles do not fit are left out."""
+    from autotune.backends.tpu.hlo import TileConfig
     from autotune.cost_model.tpugraphs import NODE_FEAT, TileGraph, write_tile
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -155,7 +158,10 @@ def export_tpugraphs(kernels: Sequence[KernelData], directory: str | Path) -> in
         nf[:, :g.node_feat.shape[1]] = g.node_feat
         rt = np.rint(k.seconds[ok] * 1e9).astype(np.int64)
         write_tile(d / f"{i:04d}_{k.family}_{k.task.op}.npz",
-                   TileGraph(nf, g.node_opcode, g.edge_index, k.X[ok][:, :CONFIG_FEAT].astype(np.float32), rt,
+                   TileGraph(nf, g.node_opcode, g.edge_index[:, ::-1].copy(),
+                             np.stack([TileConfig((-(-c["bk"] // 8), -(-c["bn"] // 128)),
+                                                  (-(-c["bm"] // 8), -(-c["bn"] // 128))).config_feat()
+                                       for c, good in zip(k.configs, ok) if good]), rt,
                              np.full(len(rt), max(int(rt.min()), 1), np.int64)))
     return len(kernels)
 
