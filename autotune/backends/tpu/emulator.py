@@ -9,22 +9,35 @@ matmul and the vector unit (VPU) on elementwise work, while the DMA engine bring
 blocks (double buffering). Modelled effects, each with its source:
 
 - MXU: `mxu_count` systolic arrays of 128x128 bf16 multiply-accumulate with fp32 accumulation
-  (TPU v3/v4 papers: Norrie et al. 2021, Jouppi et al. 2023); a step's matmul of (bm, bk, bn)
-  costs pad8(bm) * ceil(bk/128) * ceil(bn/128) / mxu_count cycles plus 128 cycles per weight
-  tile load (the array is filled before streaming).
-- Padding: vector registers hold (8, 128) tiles (sublanes x lanes), so blocks pad to multiples of
-  (8, 128) in VMEM, in DMA and in VPU work (Pallas TPU docs: block shapes).
-- VPU: elementwise ops over the output block, pad8 x pad128 / (8 * 128) vector ops per op, one
-  per cycle per VPU slot (`vpu_ops_per_cycle`).
-- HBM bandwidth `hbm_gbps`; DMA moves whole 4 KiB granules (a block's bytes round up), and each
-  strided row chunk of a block narrower than its array costs `dma_row_overhead_bytes` extra.
+  (Norrie et al. 2021, Jouppi et al. 2023); a step's matmul of (bm, bk, bn) costs pad8(bm) *
+  ceil(bk/128) * ceil(bn/128) / mxu_count cycles plus `weight_load_cycles` per weight tile, times
+  `f32_mxu_passes` for f32 operands (dtype-aware); each MXU step also pays `mxu_step_overhead_us`.
+- Bytes by dtype and layout: blocks are N-D in the array's physical order (minor_to_major) and
+  pad to its memory tile ((8, 128) for 32-bit types, (16, 128) for bf16, (32, 128) for pred, the
+  1-D tile for vectors) in VMEM and in HBM, so a dim of 5 on sublanes costs 8 (or 16) rows.
+- VPU: `vpu_ops` per output element or `vpu_vreg_ops` per step, one (8, 128) vector op each at
+  `vpu_ops_per_cycle`; transcendentals cost `transcendental_cost` (see lowering.py).
+- HBM: one core's share of the chip's bandwidth (`hbm_gbps`); a DMA moves whole 4 KiB granules,
+  and each contiguous run of a block costs `dma_row_overhead_bytes` more: HBM holds arrays tile by
+  tile, so a block spanning whole rows of tiles is one run and a narrow one a run per tile row
+  (DMA row contiguity).
 - Double-buffered DMA: a step lasts max(compute, DMA of the next step's blocks); a block is not
-  fetched again when consecutive steps use the same block index (Pallas pipelining docs).
+  fetched again when consecutive steps use the same block index (Pallas pipelining docs); several
+  outputs (multi-output fusions) are each written when their index changes.
 - Pipeline fill and drain: the first step's inputs are fetched before compute starts and the last
-  output block is written after it ends, without overlap.
-- Per-step overhead `step_overhead_us` (grid loop and DMA issue).
-- VMEM capacity `vmem_mib`: double-buffered input and output blocks plus an fp32 accumulator for
-  reductions must fit, else the config is an error result (like a compile failure).
+  output blocks are written after it ends, without overlap.
+- Per-step overhead `step_overhead_us` (grid loop and DMA issue), not overlapped.
+- VMEM capacity per generation (`vmem_mib`: 16 MiB v3/v4, 128 MiB v5e and the calibrated core):
+  double-buffered input and output blocks plus an fp32 accumulator for reductions must fit, else
+  the config is an error result (like a compile failure).
+
+HLO kernels (convolutions with their dimension numbers, reductions, copies, elementwise fusions)
+reach this model through autotune.backends.tpu.lowering. The "calibrated" preset's constants are
+fitted to the real runs of ../shared/tpu_real by autotune.backends.tpu.calibration (a coordinate
+search over six global constants; fit and leave-one-kernel-out check in measure/experiments/RESULTS.md).
+Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, spatial windows
+(convolution halos: an input spatial dim is tiled like the output's, without the window's halo;
+the real fixture has no spatial convolution).
 
 Example::
 
@@ -69,7 +82,7 @@ PRESETS = {
     "v4": TpuCoreConfig("v4", mxu_count=4, clock_ghz=1.05, hbm_gbps=600.0, vmem_mib=16.0),
     "v5e": TpuCoreConfig("v5e", mxu_count=4, clock_ghz=1.5, hbm_gbps=819.0, vmem_mib=128.0),
     # v4's MXUs and clock, the other constants fitted to the real runs of ../shared/tpu_real by
-    # autotune.backends.tpu.calibration.calibrate (see docs/tpu_emulator.md for the fit)
+    # autotune.backends.tpu.calibration.calibrate (the fit: measure/experiments/RESULTS.md)
     "calibrated": TpuCoreConfig("calibrated", mxu_count=4, clock_ghz=1.05, hbm_gbps=585.0, vmem_mib=128.0,
                                 vpu_ops_per_cycle=1.0, step_overhead_us=0.1872, dma_row_overhead_bytes=1938,
                                 f32_mxu_passes=1, mxu_step_overhead_us=0.1759),
