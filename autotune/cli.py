@@ -154,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="held-out kernels tuned with guided search (0: none)")
     et.add_argument("--export", help="write the dataset as TpuGraphs tile .npz files into this directory")
     et.add_argument("--json", dest="json_out")
+    et.add_argument("--real", metavar="FILE", help="score on real TPU runs (format of ../shared/tpu_real/kernels.json): "
+                    "emulator, learned models trained on emulator data, analytical, XLA's default")
+    et.add_argument("--loko", action="store_true", help="with --real: also the emulator calibrated without each kernel")
 
     rep = sub.add_parser("report", help="summarise a log and draw its tuning curves")
     rep.add_argument("log", help="a tuning log (JSON lines)")
@@ -304,8 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sweep":
             return cmd_sweep(args)
         if args.command == "evaluate-tiles":
-            from measure.tpu_eval import run as run_tiles
-            res = run_tiles(args.kernels, args.seed, args.models, args.export, args.search_kernels)
+            if args.real:
+                from measure.tpu_eval import REAL_MODELS, run_real
+                res = run_real(args.real, [m for m in args.models if m in REAL_MODELS], seed=args.seed, loko=args.loko)
+            else:
+                from measure.tpu_eval import run as run_tiles
+                res = run_tiles(args.kernels, args.seed, args.models, args.export, args.search_kernels)
             if args.json_out:
                 Path(args.json_out).write_text(json.dumps(res, indent=2, default=float) + "\n")
             return 0

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from autotune.backends.tpu.emulator import PRESETS, TileError, emulate
-from autotune.backends.tpu.features import CONFIG_FEAT, tpu_graph
+from autotune.backends.tpu.features import tpu_graph
 from autotune.cost_model import Dataset, make_model
 from autotune.cost_model.metrics import kendall_tau
 from autotune.space import Config
@@ -143,8 +143,11 @@ def calls_to_best(kind: str, model_path: str | None, kernels: Sequence[KernelDat
 
 
 def export_tpugraphs(kernels: Sequence[KernelData], directory: str | Path) -> int:
-    """One TpuGraphs tile .npz per kernel (node_feat padded to 140 columns; runtimes in ns,
-    normalised by the kernel's best runtime). Configs whose tiles do not fit are left out."""
+    """One TpuGraphs tile .npz per kernel (node_feat: the op graph's 8 features padded to 140
+    columns; edges [consumer, producer]; config_feat: the tile as dataset bounds, output (bm/8,
+    bn/128) and kernel (bk/8, bn/128); runtimes in ns, normalised by the kernel's best runtime).
+    Configs whose tiles do not fit are left out."""
+    from autotune.backends.tpu.hlo import TileConfig
     from autotune.cost_model.tpugraphs import NODE_FEAT, TileGraph, write_tile
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -155,7 +158,10 @@ def export_tpugraphs(kernels: Sequence[KernelData], directory: str | Path) -> in
         nf[:, :g.node_feat.shape[1]] = g.node_feat
         rt = np.rint(k.seconds[ok] * 1e9).astype(np.int64)
         write_tile(d / f"{i:04d}_{k.family}_{k.task.op}.npz",
-                   TileGraph(nf, g.node_opcode, g.edge_index, k.X[ok][:, :CONFIG_FEAT].astype(np.float32), rt,
+                   TileGraph(nf, g.node_opcode, g.edge_index[:, ::-1].copy(),
+                             np.stack([TileConfig((-(-c["bk"] // 8), -(-c["bn"] // 128)),
+                                                  (-(-c["bm"] // 8), -(-c["bn"] // 128))).config_feat()
+                                       for c, good in zip(k.configs, ok) if good]), rt,
                              np.full(len(rt), max(int(rt.min()), 1), np.int64)))
     return len(kernels)
 
@@ -200,3 +206,106 @@ def run(n_kernels: int = 90, seed: int = 0, models: Sequence[str] = MODELS, expo
         n = export_tpugraphs(kernels, export)
         print(f"exported {n} kernels in the TpuGraphs tile format to {export}")
     return result
+
+
+# ---- against real TPU runs (`autotune evaluate-tiles --real FILE`) -------------------------------
+
+REAL_MODELS = ("xgb", "lgbm")
+
+
+def _metrics(scores: np.ndarray, ns: np.ndarray) -> dict[str, Any]:
+    """tau of the scores (higher = faster) against the runtimes, whether the top pick is the best
+    config (top1) or the best is among the top five picks (top5), and the pick's excess time (ape %)."""
+    order = np.argsort(-scores, kind="stable")
+    best = float(ns.min())
+    tau = kendall_tau(scores, ns) if len(ns) > 1 else float("nan")
+    return {"tau": None if not np.isfinite(tau) else float(tau), "top1": bool(ns[order[0]] <= best),
+            "top5": bool(ns[order[:5]].min() <= best), "ape": 100.0 * (float(ns[order[0]]) - best) / best,
+            "chosen_ns": float(ns[order[0]]), "best_ns": best}
+
+
+def emulator_training_set(kernels: Sequence[Any], core: Any, per_kernel: int, seed: int) -> Dataset:
+    """Configs sampled from each kernel's whole tile space, labelled by the emulator only."""
+    from autotune.backends.tpu.features import hlo_features
+    from autotune.backends.tpu.hlo import TileSpace
+    from autotune.backends.tpu.lowering import lower
+    rng = np.random.default_rng(seed)
+    ds = Dataset(X=np.zeros((0, 38), np.float32))
+    for rk in kernels:
+        space = TileSpace(rk.kernel)
+        xs, secs = [], []
+        for c in space.sample(rng, per_kernel):
+            try:
+                secs.append(emulate(lower(rk.kernel, c, core, space), core).seconds)
+            except TileError:
+                continue
+            xs.append(hlo_features(rk.kernel, c, space))
+        if len(xs) > 1:
+            ds.add(np.stack(xs), secs, rk.kernel.name)
+    return ds
+
+
+def run_real(path: str, models: Sequence[str] = REAL_MODELS, core: str = "calibrated", seed: int = 0,
+             train_configs: int = 200, loko: bool = False) -> dict[str, Any]:
+    """Score the emulator, learned models trained on emulator data only, the analytical model and
+    XLA's default config on real timed runs; print a table per kernel and the pooled result."""
+    from autotune.backends.tpu.calibration import calibrate
+    from autotune.backends.tpu.features import HLO_ROOFLINE_COLS, HLO_STEPS_COL, hlo_features
+    from autotune.backends.tpu.hlo import TileSpace, load_real
+    from autotune.backends.tpu.lowering import lower
+    from autotune.cost_model.analytical import AnalyticalModel
+    kernels = load_real(path)
+    cr = PRESETS[core]
+    learned = {}
+    if models:
+        train = emulator_training_set(kernels, cr, train_configs, seed)
+        for kind in models:
+            m = make_model(kind, seed=seed)
+            m.fit(train)
+            learned[kind] = m
+    analytical = AnalyticalModel(HLO_ROOFLINE_COLS, HLO_STEPS_COL)
+    preds = ["emulator", *learned, "analytical", "xla_default"] + (["emulator_loko"] if loko else [])
+    out: dict[str, Any] = {"file": path, "core": core, "configs": {}, "kernels": {}, "pooled": {}}
+    for rk in kernels:
+        space = TileSpace(rk.kernel)
+        cfgs, ns = rk.configs()
+        X = np.stack([hlo_features(rk.kernel, c, space) for c in cfgs])
+        emu = np.asarray([emulate(lower(rk.kernel, c, cr, space), cr).seconds for c in cfgs])
+        scores = {"emulator": -emu, **{k: np.asarray(m.predict(X)) for k, m in learned.items()},
+                  "analytical": np.asarray(analytical.predict(X)),
+                  "xla_default": np.asarray([1.0 if c == rk.default else 0.0 for c in cfgs])}
+        if loko:  # the constants fitted without this kernel's runs
+            held, _ = calibrate([o for o in kernels if o is not rk], cr, sweeps=2)
+            scores["emulator_loko"] = -np.asarray([emulate(lower(rk.kernel, c, held, space), held).seconds
+                                                   for c in cfgs])
+        row = {p: _metrics(scores[p], ns) for p in preds}
+        row["xla_default"]["tau"] = None  # one marked config: no ranking
+        out["configs"][rk.kernel.name] = len(cfgs)
+        out["kernels"][rk.kernel.name] = row
+    for p in preds:
+        rows = [out["kernels"][k][p] for k in out["kernels"]]
+        taus = [r["tau"] for r in rows if r["tau"] is not None]
+        out["pooled"][p] = {"tau": statistics.mean(taus) if taus else None, "top1": sum(r["top1"] for r in rows),
+                            "top5": sum(r["top5"] for r in rows),
+                            "ape": 100.0 * sum(r["chosen_ns"] - r["best_ns"] for r in rows) / sum(r["best_ns"] for r in rows)}
+    _print_real(out, preds)
+    return out
+
+
+def _print_real(out: dict[str, Any], preds: Sequence[str]) -> None:
+    def cell(r: dict[str, Any]) -> str:
+        tau = "  -  " if r["tau"] is None else f"{r['tau']:5.2f}"
+        return f"{tau} {'Y' if r['top1'] else '.'}{'Y' if r['top5'] else '.'} {r['ape']:5.1f}"
+    print(f"{len(out['kernels'])} kernels, {sum(out['configs'].values())} distinct configs from {out['file']}; "
+          f"emulator core {out['core']!r}. Per predictor: tau, top-1/top-5 hit (Y/.), chosen tile's APE %")
+    print(f"{'kernel':<12} {'cfgs':>4}  " + "  ".join(f"{p:<16}" for p in preds))
+    for name, row in out["kernels"].items():
+        print(f"{name:<12} {out['configs'][name]:>4}  " + "  ".join(f"{cell(row[p]):<16}" for p in preds))
+    n = len(out["kernels"])
+    pooled = []
+    for p in preds:
+        r = out["pooled"][p]
+        tau = "  -  " if r["tau"] is None else f"{r['tau']:5.2f}"
+        pooled.append(f"{tau} {r['top1']:>2}/{r['top5']:<2} {r['ape']:5.2f}")
+    print(f"{'pooled':<12} {'':>4}  " + "  ".join(f"{c:<16}" for c in pooled)
+          + f"   (mean tau; top-1/top-5 hits of {n}; pooled APE %)")

@@ -23,6 +23,11 @@ class AnalyticalModel:
     kind = "analytical"
     needs_graphs = False
 
+    def __init__(self, roofline_cols: tuple[int, int] = ROOFLINE_COLS, steps_col: int = STEPS_COL) -> None:
+        """roofline_cols, steps_col: where the features hold log2 compute and memory seconds and
+        log2 grid steps (the template features' by default; HLO_ROOFLINE_COLS for HLO kernels)."""
+        self.cols, self.steps_col = roofline_cols, steps_col
+
     def fit(self, data: Dataset) -> None:
         pass
 
@@ -30,9 +35,9 @@ class AnalyticalModel:
 
     def predict(self, X: "Dataset | np.ndarray") -> np.ndarray:
         X = as_matrix(X)
-        c, m = ROOFLINE_COLS
+        c, m = self.cols
         est = np.maximum(X[:, c], X[:, m]).astype(np.float64)  # log2 seconds
-        steps = X[:, STEPS_COL].astype(np.float64)             # log2 grid steps
+        steps = X[:, self.steps_col].astype(np.float64)        # log2 grid steps
         return -(est + 1e-6 * steps)  # on a tie, fewer (larger) tiles, as a compiler would pick
 
     def save(self, path: str | Path) -> None:

@@ -9,22 +9,35 @@ matmul and the vector unit (VPU) on elementwise work, while the DMA engine bring
 blocks (double buffering). Modelled effects, each with its source:
 
 - MXU: `mxu_count` systolic arrays of 128x128 bf16 multiply-accumulate with fp32 accumulation
-  (TPU v3/v4 papers: Norrie et al. 2021, Jouppi et al. 2023); a step's matmul of (bm, bk, bn)
-  costs pad8(bm) * ceil(bk/128) * ceil(bn/128) / mxu_count cycles plus 128 cycles per weight
-  tile load (the array is filled before streaming).
-- Padding: vector registers hold (8, 128) tiles (sublanes x lanes), so blocks pad to multiples of
-  (8, 128) in VMEM, in DMA and in VPU work (Pallas TPU docs: block shapes).
-- VPU: elementwise ops over the output block, pad8 x pad128 / (8 * 128) vector ops per op, one
-  per cycle per VPU slot (`vpu_ops_per_cycle`).
-- HBM bandwidth `hbm_gbps`; DMA moves whole 4 KiB granules (a block's bytes round up), and each
-  strided row chunk of a block narrower than its array costs `dma_row_overhead_bytes` extra.
+  (Norrie et al. 2021, Jouppi et al. 2023); a step's matmul of (bm, bk, bn) costs pad8(bm) *
+  ceil(bk/128) * ceil(bn/128) / mxu_count cycles plus `weight_load_cycles` per weight tile, times
+  `f32_mxu_passes` for f32 operands (dtype-aware); each MXU step also pays `mxu_step_overhead_us`.
+- Bytes by dtype and layout: blocks are N-D in the array's physical order (minor_to_major) and
+  pad to its memory tile ((8, 128) for 32-bit types, (16, 128) for bf16, (32, 128) for pred, the
+  1-D tile for vectors) in VMEM and in HBM, so a dim of 5 on sublanes costs 8 (or 16) rows.
+- VPU: `vpu_ops` per output element or `vpu_vreg_ops` per step, one (8, 128) vector op each at
+  `vpu_ops_per_cycle`; transcendentals cost `transcendental_cost` (see lowering.py).
+- HBM: one core's share of the chip's bandwidth (`hbm_gbps`); a DMA moves whole 4 KiB granules,
+  and each contiguous run of a block costs `dma_row_overhead_bytes` more: HBM holds arrays tile by
+  tile, so a block spanning whole rows of tiles is one run and a narrow one a run per tile row
+  (DMA row contiguity).
 - Double-buffered DMA: a step lasts max(compute, DMA of the next step's blocks); a block is not
-  fetched again when consecutive steps use the same block index (Pallas pipelining docs).
+  fetched again when consecutive steps use the same block index (Pallas pipelining docs); several
+  outputs (multi-output fusions) are each written when their index changes.
 - Pipeline fill and drain: the first step's inputs are fetched before compute starts and the last
-  output block is written after it ends, without overlap.
-- Per-step overhead `step_overhead_us` (grid loop and DMA issue).
-- VMEM capacity `vmem_mib`: double-buffered input and output blocks plus an fp32 accumulator for
-  reductions must fit, else the config is an error result (like a compile failure).
+  output blocks are written after it ends, without overlap.
+- Per-step overhead `step_overhead_us` (grid loop and DMA issue), not overlapped.
+- VMEM capacity per generation (`vmem_mib`: 16 MiB v3/v4, 128 MiB v5e and the calibrated core):
+  double-buffered input and output blocks plus an fp32 accumulator for reductions must fit, else
+  the config is an error result (like a compile failure).
+
+HLO kernels (convolutions with their dimension numbers, reductions, copies, elementwise fusions)
+reach this model through autotune.backends.tpu.lowering. The "calibrated" preset's constants are
+fitted to the real runs of ../shared/tpu_real by autotune.backends.tpu.calibration (a coordinate
+search over six global constants; fit and leave-one-kernel-out check in measure/experiments/RESULTS.md).
+Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, spatial windows
+(convolution halos: an input spatial dim is tiled like the output's, without the window's halo;
+the real fixture has no spatial convolution).
 
 Example::
 
@@ -45,7 +58,9 @@ from autotune.errors import AutotuneError
 
 @dataclass(frozen=True)
 class TpuCoreConfig:
-    """One TPU core. Presets: v3-like and v4-like."""
+    """One TPU core. `hbm_gbps` is one core's share of the chip's HBM bandwidth; `vmem_mib` the
+    generation's VMEM per core; `dma_row_overhead_bytes` what each contiguous run of a DMA costs
+    beyond its bytes; `f32_mxu_passes` the bf16 passes an f32 matmul takes on the MXU."""
     name: str
     mxu_count: int
     clock_ghz: float
@@ -56,11 +71,21 @@ class TpuCoreConfig:
     dma_granule_bytes: int = 4096
     dma_row_overhead_bytes: int = 64
     weight_load_cycles: int = 128
+    f32_mxu_passes: int = 3
+    transcendental_cost: float = 4.0
+    mxu_step_overhead_us: float = 0.0
 
 
 PRESETS = {
-    "v3": TpuCoreConfig("v3", mxu_count=2, clock_ghz=0.94, hbm_gbps=900.0),
-    "v4": TpuCoreConfig("v4", mxu_count=4, clock_ghz=1.05, hbm_gbps=1200.0),
+    # public figures: chip HBM bandwidth over the TensorCores sharing it, VMEM per core
+    "v3": TpuCoreConfig("v3", mxu_count=2, clock_ghz=0.94, hbm_gbps=450.0, vmem_mib=16.0),
+    "v4": TpuCoreConfig("v4", mxu_count=4, clock_ghz=1.05, hbm_gbps=600.0, vmem_mib=16.0),
+    "v5e": TpuCoreConfig("v5e", mxu_count=4, clock_ghz=1.5, hbm_gbps=819.0, vmem_mib=128.0),
+    # v4's MXUs and clock, the other constants fitted to the real runs of ../shared/tpu_real by
+    # autotune.backends.tpu.calibration.calibrate (the fit: measure/experiments/RESULTS.md)
+    "calibrated": TpuCoreConfig("calibrated", mxu_count=4, clock_ghz=1.05, hbm_gbps=585.0, vmem_mib=128.0,
+                                vpu_ops_per_cycle=1.0, step_overhead_us=0.1872, dma_row_overhead_bytes=1938,
+                                f32_mxu_passes=1, mxu_step_overhead_us=0.1759),
 }
 
 
@@ -70,35 +95,47 @@ class TileError(AutotuneError, ValueError):
 
 @dataclass(frozen=True)
 class Block:
-    """An operand: a 2-D array `shape`, moved in blocks of `block` rows x cols, whose block index
-    is a function of the grid axes `axes` (one per block dimension, or None for a fixed 0)."""
+    """An operand: an array of physical `shape` (major to minor), moved in blocks of `block`,
+    whose block index is a function of the grid axes `axes` (one per dim, or None for a fixed 0).
+    `tile`: the stored memory tile of the minor dims in elements ((8, 128) for f32, (16, 128) for
+    bf16, (1024,) for a rank-1 array); HBM holds the array tile by tile, row-major over tiles."""
     name: str
-    shape: tuple[int, int]
-    block: tuple[int, int]
-    axes: tuple[int | None, int | None]
+    shape: tuple[int, ...]
+    block: tuple[int, ...]
+    axes: tuple[int | None, ...]
     itemsize: int = 2  # bf16
+    tile: tuple[int, ...] = (8, 128)
 
-    def padded(self) -> tuple[int, int]:
-        r, c = self.block
-        return -(-r // 8) * 8, -(-c // 128) * 128
+    def _tile(self) -> tuple[int, ...]:
+        t = self.tile[-len(self.shape):] if self.shape else ()
+        return (1,) * (len(self.shape) - len(t)) + tuple(t)
+
+    def padded(self) -> tuple[int, ...]:
+        return tuple(-(-min(b, s) // t) * t for b, s, t in zip(self.block, self.shape, self._tile()))
 
     def vmem_bytes(self) -> int:
-        r, c = self.padded()
-        return r * c * self.itemsize
+        return math.prod(self.padded()) * self.itemsize
+
+    def runs(self) -> int:
+        """Contiguous runs of HBM one block's DMA reads: whole tiles, merged along the minor tile
+        dims as long as the block spans them completely."""
+        t = self._tile()
+        tb = [-(-min(b, s) // x) for b, s, x in zip(self.block, self.shape, t)]
+        ts = [-(-s // x) for s, x in zip(self.shape, t)]
+        partial = [i for i in range(len(ts)) if tb[i] < ts[i]]
+        return math.prod(tb[:partial[-1]]) if partial else 1
 
     def dma_bytes(self, g: int, overhead: int) -> float:
-        r, c = self.padded()
-        rows = min(r, self.shape[0])
-        base = math.ceil(r * c * self.itemsize / g) * g
-        strided = rows if self.block[1] < self.shape[1] else 1
-        return base + (strided - 1) * overhead
+        base = math.ceil(self.vmem_bytes() / g) * g
+        return base + self.runs() * overhead
 
 
 @dataclass(frozen=True)
 class TiledKernel:
-    """grid: steps per axis; mxu: the (bm, bk, bn) matmul each step runs, or None; vpu_ops:
-    elementwise ops per output element per step; reduction_axes: axes over which the output block
-    accumulates (it is written when its index changes)."""
+    """grid: steps per axis; mxu: the (bm, bk, bn) matmul each step runs, or None, in `mxu_passes`
+    bf16 passes; vpu_ops: elementwise ops per output element per step; vpu_vreg_ops: further
+    vector-register ops per step; reduction_axes: axes over which the output block accumulates
+    (it is written when its index changes); extra_outputs: further outputs of a multi-output fusion."""
     grid: tuple[int, ...]
     inputs: tuple[Block, ...]
     output: Block
@@ -108,10 +145,17 @@ class TiledKernel:
     name: str = "kernel"
     flops: float = 0.0
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    extra_outputs: tuple[Block, ...] = ()
+    vpu_vreg_ops: float = 0.0
+    mxu_passes: int = 1
 
     @property
     def steps(self) -> int:
         return math.prod(self.grid)
+
+    @property
+    def outputs(self) -> tuple[Block, ...]:
+        return (self.output, *self.extra_outputs)
 
 
 @dataclass(frozen=True)
@@ -125,7 +169,7 @@ class TpuTiming:
 
 def fetch_period(axes: tuple[int | None, ...], grid: tuple[int, ...]) -> int:
     """Steps between fetches of a block whose index depends on these grid axes (row-major)."""
-    used = [a for a in axes if a is not None]
+    used = [a for a in axes if a is not None and grid[a] > 1]
     if not used:
         return math.prod(grid)  # fetched once
     last = max(used)
@@ -135,20 +179,19 @@ def fetch_period(axes: tuple[int | None, ...], grid: tuple[int, ...]) -> int:
 def vmem_usage(k: TiledKernel) -> int:
     acc = 0
     if k.reduction_axes:
-        r, c = k.output.padded()
-        acc = r * c * 4
-    return 2 * (sum(b.vmem_bytes() for b in k.inputs) + k.output.vmem_bytes()) + acc
+        acc = math.prod(k.output.padded()) * 4
+    return 2 * (sum(b.vmem_bytes() for b in k.inputs) + sum(b.vmem_bytes() for b in k.outputs)) + acc
 
 
 def step_compute_seconds(k: TiledKernel, core: TpuCoreConfig) -> float:
     cycles = 0.0
     if k.mxu is not None:
         bm, bk, bn = k.mxu
-        tiles = math.ceil(bk / 128) * math.ceil(bn / 128)
+        tiles = math.ceil(bk / 128) * math.ceil(bn / 128) * k.mxu_passes
         cycles += (-(-bm // 8) * 8) * tiles / core.mxu_count + core.weight_load_cycles * tiles / core.mxu_count
     if k.vpu_ops:
-        r, c = k.output.padded()
-        cycles += k.vpu_ops * (r * c) / (8 * 128) / core.vpu_ops_per_cycle
+        cycles += k.vpu_ops * math.prod(k.output.padded()) / (8 * 128) / core.vpu_ops_per_cycle
+    cycles += k.vpu_vreg_ops / core.vpu_ops_per_cycle
     return cycles / (core.clock_ghz * 1e9)
 
 
@@ -156,8 +199,8 @@ def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
     """The runtime of kernel k on the core, or TileError when it cannot run."""
     if any(g < 1 for g in k.grid):
         raise TileError(f"{k.name}: grid {k.grid} has an empty axis")
-    for b in (*k.inputs, k.output):
-        if b.block[0] < 1 or b.block[1] < 1:
+    for b in (*k.inputs, *k.outputs):
+        if any(x < 1 for x in b.block):
             raise TileError(f"{k.name}: block of {b.name} is empty: {b.block}")
     vmem = vmem_usage(k)
     cap = int(core.vmem_mib * (1 << 20))
@@ -170,8 +213,7 @@ def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
     c = step_compute_seconds(k, core)
     # (period, seconds) for every transfer: inputs fetched, and the output written back
     transfers = [(fetch_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.inputs]
-    out_period = fetch_period(k.output.axes, k.grid)
-    transfers.append((out_period, k.output.dma_bytes(g, ov) / bw))
+    transfers += [(fetch_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.outputs]
     # periods nest (each divides the next larger one): count steps by the set of transfers they do
     transfers.sort()
     total = 0.0
@@ -186,6 +228,7 @@ def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
         counted += steps_j
     total += (n - counted) * c
     fill = sum(b.dma_bytes(g, ov) for b in k.inputs) / bw  # first inputs, before any compute
-    drain = k.output.dma_bytes(g, ov) / bw                   # last output block, after it
-    total += fill + drain + n * core.step_overhead_us * 1e-6
+    drain = sum(b.dma_bytes(g, ov) for b in k.outputs) / bw  # last output blocks, after it
+    overhead = core.step_overhead_us + (core.mxu_step_overhead_us if k.mxu is not None else 0.0)
+    total += fill + drain + n * overhead * 1e-6
     return TpuTiming(total, c * n, dma_total, vmem, n)

@@ -87,3 +87,39 @@ def tpu_graph(task, cfg) -> ProgramGraph:  # type: ignore[no-untyped-def]
         edges += [(j, i) for j in op.inputs]
     return ProgramGraph(np.asarray(codes, np.int64), np.asarray(feats, np.float32),
                         np.asarray(edges, np.int64).reshape(-1, 2), tpu_features(task, cfg))
+
+
+# ---- kernels as XLA describes them (autotune.backends.tpu.hlo) ---------------------------------
+
+HLO_ROOFLINE_COLS = (36, 37)  # log2 compute seconds, log2 memory seconds
+HLO_STEPS_COL = 24            # log2 grid steps
+HLO_FEAT = 38
+
+
+def hlo_features(kernel, cfg, space=None) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Features of an HLO kernel's tile config: the dataset's 24 config_feat (log2(1 + x)), then
+    counts of the lowered kernel (no emulator constants): log2 steps, log2 of 4 grid dims, log2
+    padded DMA bytes with re-fetches, log2 contiguous DMA runs, VMEM fraction, log2 vector-register
+    ops per step and over all steps, log2 MXU weight tiles, whether it has a matmul, and the roofline
+    compute and memory seconds (HLO_ROOFLINE_COLS) an analytical model reads."""
+    from autotune.backends.tpu.lowering import lower
+    k = lower(kernel, cfg, CORE, space)
+    n = k.steps
+    blocks = (*k.inputs, *k.outputs)
+    dma = sum(n // fetch_period(b.axes, k.grid) * b.vmem_bytes() for b in blocks)
+    runs = sum(n // fetch_period(b.axes, k.grid) * b.runs() for b in blocks)
+    raw = sum(n // fetch_period(b.axes, k.grid) * math.prod(min(x, s) for x, s in zip(b.block, b.shape)) * b.itemsize
+              for b in blocks)
+    grid = (sorted(k.grid, reverse=True) + [1, 1, 1, 1])[:4]
+    tiles = 0.0
+    if k.mxu is not None:
+        bm, bk, bn = k.mxu
+        tiles = math.ceil(bk / 128) * math.ceil(bn / 128) * n
+    peak = CORE.mxu_count * 128 * 128 * 2 * CORE.clock_ghz * 1e9
+    comp = max(k.flops / peak, 1e-12)
+    mem = max(raw / (CORE.hbm_gbps * 1e9), 1e-12)
+    f = [_l2(x) for x in cfg.config_feat()] + [
+        _l2(n), *(_l2(g) for g in grid), _l2(dma), _l2(runs), vmem_usage(k) / (128 * (1 << 20)),
+        _l2(k.vpu_vreg_ops), _l2(k.vpu_vreg_ops * n), _l2(tiles), float(k.mxu is not None), math.log2(comp),
+        math.log2(mem)]
+    return np.asarray(f, np.float32)
