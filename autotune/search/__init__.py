@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from autotune.errors import AutotuneError
 from autotune.search.annealing import SimulatedAnnealing
 from autotune.search.base import Strategy
@@ -17,27 +19,28 @@ from autotune.search.optuna_search import OptunaSearch
 from autotune.search.random_search import RandomSearch
 from autotune.space import ConfigSpace
 
-STRATEGIES = ("random", "grid", "annealing", "evolutionary", "islands", "tpe", "cmaes")
+# name -> factory(space, seed): the one list of strategies (the CLI's --strategy choices come from it)
+REGISTRY: dict[str, Callable[[ConfigSpace, int], Strategy]] = {
+    "random": RandomSearch,
+    "grid": GridSearch,
+    "annealing": SimulatedAnnealing,
+    "evolutionary": EvolutionarySearch,
+    "islands": IslandSearch,
+    "tpe": lambda space, seed: OptunaSearch(space, seed, sampler="tpe"),
+    "cmaes": lambda space, seed: OptunaSearch(space, seed, sampler="cmaes"),
+}
+STRATEGIES = tuple(REGISTRY)
 
 
 def make_strategy(name: str | Strategy, space: ConfigSpace, seed: int = 0) -> Strategy:
     """A strategy by name (or the strategy itself): one of STRATEGIES."""
     if not isinstance(name, str):
         return name
-    if name == "random":
-        return RandomSearch(space, seed)
-    if name == "grid":
-        return GridSearch(space, seed)
-    if name == "annealing":
-        return SimulatedAnnealing(space, seed)
-    if name == "evolutionary":
-        return EvolutionarySearch(space, seed)
-    if name == "islands":
-        return IslandSearch(space, seed)
-    if name in ("tpe", "cmaes"):
-        return OptunaSearch(space, seed, sampler=name)
-    raise AutotuneError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    factory = REGISTRY.get(name)
+    if factory is None:
+        raise AutotuneError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    return factory(space, seed)
 
 
-__all__ = ["STRATEGIES", "EvolutionarySearch", "GridSearch", "IslandSearch", "OptunaSearch", "RandomSearch", "SimulatedAnnealing",
+__all__ = ["REGISTRY", "STRATEGIES", "EvolutionarySearch", "GridSearch", "IslandSearch", "OptunaSearch", "RandomSearch", "SimulatedAnnealing",
            "Strategy", "make_strategy"]
