@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from autotune.cost_model import Dataset
+    from autotune.runner import MeasureInput
     from autotune.space import Config
     from autotune.task import Task
 
@@ -52,6 +53,23 @@ def sample_configs(task: Task, n: int, seed: int) -> list[Config]:
         if c not in cfgs:
             cfgs.append(c)
     return cfgs
+
+
+def add_random_configs_arguments(p: argparse.ArgumentParser, trials_help: str, cache_help: str) -> None:
+    """The task, --trials random configs of it (--seed) and --cache-dir (throughput, ray-scaling)."""
+    add_task_arguments(p)
+    p.add_argument("--trials", type=int, default=16, help=trials_help)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random configs")
+    p.add_argument("--cache-dir", default=None, help=f"where the fresh compile cache of {cache_help} is made "
+                   "(a new directory inside it, removed after; default: the system's temporary directory)")
+
+
+def random_inputs(args: argparse.Namespace) -> "tuple[Task, list[MeasureInput]]":
+    """The task of the arguments and --trials distinct random configs of it, as measure inputs."""
+    from autotune.runner import MeasureInput
+    from autotune.task import Task
+    task = Task.create(args.op, args.shape, args.dtype, args.threads)
+    return task, [MeasureInput(task, c) for c in sample_configs(task, args.trials, args.seed)]
 
 
 def slug(key: str) -> str:

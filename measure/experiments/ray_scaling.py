@@ -11,25 +11,18 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from measure.experiments.common import add_task_arguments, sample_configs
+from measure.experiments.common import add_random_configs_arguments, random_inputs
 from measure.timing import TimingProtocol
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_task_arguments(p)
-    p.add_argument("--trials", type=int, default=16, help="random configs each runner measures")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random configs")
-    p.add_argument("--cache-dir", default=None, help="where the fresh compile cache of each runner is made "
-                   "(a new directory inside it, removed after; default: the system's temporary directory)")
+    add_random_configs_arguments(p, "random configs each runner measures", "each runner")
 
 
 def run(args: argparse.Namespace) -> dict:
     """Time --trials random configs through three runners, each with its own cold cache."""
-    from autotune.runner import MeasureInput
-    from autotune.task import Task
     from measure.local import LocalRunner, LocalRunnerOptions
-    task = Task.create(args.op, args.shape, args.dtype, args.threads)
-    inputs = [MeasureInput(task, c) for c in sample_configs(task, args.trials, args.seed)]
+    task, inputs = random_inputs(args)
     proto = TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20)
     out: dict = {"task": task.key(), "trials": len(inputs)}
 

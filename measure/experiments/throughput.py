@@ -10,25 +10,18 @@ import statistics
 import tempfile
 import time
 
-from measure.experiments.common import add_task_arguments, sample_configs
+from measure.experiments.common import add_random_configs_arguments, random_inputs
 from measure.timing import TimingProtocol
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_task_arguments(p)
-    p.add_argument("--trials", type=int, default=16, help="random configs measured in each phase")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random configs")
-    p.add_argument("--cache-dir", default=None, help="where the fresh compile cache of the run is made "
-                   "(a new directory inside it, removed after; default: the system's temporary directory)")
+    add_random_configs_arguments(p, "random configs measured in each phase", "the run")
 
 
 def run(args: argparse.Namespace) -> dict:
     """Time the same --trials random configs through a LocalRunner twice: cold cache, then warm."""
-    from autotune.runner import MeasureInput
-    from autotune.task import Task
     from measure.local import LocalRunner, LocalRunnerOptions
-    task = Task.create(args.op, args.shape, args.dtype, args.threads)
-    inputs = [MeasureInput(task, c) for c in sample_configs(task, args.trials, args.seed)]
+    task, inputs = random_inputs(args)
     out = {"task": task.key(), "trials": args.trials}
     with tempfile.TemporaryDirectory(dir=args.cache_dir) as cache:
         for phase in ("cold", "warm"):
