@@ -205,12 +205,16 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
 def format_result(r: BenchResult) -> str:
     t = r.task
     unit = t.template.metric
-    lines = [f"{t.key()}  threads={t.threads}",
+    lines = [t.key(),
              f"  autotune  {r.best_gflops:8.1f} {unit}  ({r.kernel_seconds * 1e3:.3f} ms)  "
              f"config {r.best.config.key()}"]
     for name, sec in r.baselines.items():
         lines.append(f"  {name:<8}  {t.flops() / sec / 1e9:8.1f} {unit}  ({sec * 1e3:.3f} ms)  "
                      f"autotune/{name} = {r.ratio(name):.2f}x")
+    if "torch" not in r.baselines and t.template.torch_reference is not None:
+        import importlib.util
+        if importlib.util.find_spec("torch") is None:
+            lines.append("  torch     not timed: PyTorch is not installed (pip install \".[gnn]\" adds it)")
     errs = sum(c.error is not None for c in r.candidates)
     lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s")
     return "\n".join(lines)

@@ -62,15 +62,20 @@ def similarity_weights(data: Dataset, task: Task, *, temperature: float = TEMPER
     scale = data.X.std(axis=0).astype(np.float64)
     scale[scale == 0] = 1.0
     target = task_profile(task) / scale
-    dist = {}
+    dist, unknown = {}, []
     for key in sorted(set(data.groups)):
         try:
             source = Task.from_key(key, task.threads)
-        except AutotuneError as e:
-            raise ModelError(f"the prior's training task {key!r} cannot be rebuilt here: {e}") from None
+        except AutotuneError:  # e.g. a user's own op: its rows still train, at the least weight
+            unknown.append(key)
+            continue
         dist[key] = float(np.linalg.norm(task_profile(source) / scale - target))
-    nearest = min(dist.values())
-    return {key: math.exp(-(d - nearest) / temperature) for key, d in dist.items()}
+    if not dist:
+        raise ModelError("none of the prior's training tasks can be rebuilt here (user ops whose definitions "
+                         "are not known in this process): train the prior on template operators' logs")
+    nearest, farthest = min(dist.values()), max(dist.values())
+    weights = {key: math.exp(-(d - nearest) / temperature) for key, d in dist.items()}
+    return {**weights, **{key: math.exp(-(farthest - nearest) / temperature) for key in unknown}}
 
 
 def save_prior(model: CostModel, data: Dataset, path: str | Path) -> None:

@@ -43,6 +43,19 @@ def test_the_task_most_like_the_target_weighs_most(training: Dataset) -> None:
     assert similarity_weights(training, CONV)[CONV.key()] == 1.0
 
 
+def test_a_training_task_unknown_here_trains_at_the_least_weight(training: Dataset) -> None:
+    data = Dataset()
+    data.add(training.X[:40], training.seconds[:40], MATMUL.key())
+    data.add(training.X[40:], training.seconds[40:], CONV.key())
+    data.add(training.X[:5], training.seconds[:5], "row_dot|X0=256,W0=64,X1=64|float32|threads=2")  # a user op
+    w = similarity_weights(data, TARGET)
+    assert w["row_dot|X0=256,W0=64,X1=64|float32|threads=2"] == min(w.values()) == w[CONV.key()]
+    only_unknown = Dataset()
+    only_unknown.add(training.X[:5], training.seconds[:5], "row_dot|X0=256|float32|threads=2")
+    with pytest.raises(ModelError, match="none of the prior's training tasks can be rebuilt here"):
+        similarity_weights(only_unknown, TARGET)
+
+
 def test_a_prior_keeps_its_training_set_and_is_refitted_for_each_task(training: Dataset, tmp_path: Path) -> None:
     model = make_model("xgb")
     model.fit(training)
