@@ -218,23 +218,29 @@ class AutoScheduler:
         along = [reduces_along_rows(t) for t in reds]
         return any(along) and bool(self.spatial) and not (self.output.reduce_axes and not along[-1])
 
-    def _packable(self) -> dict[str, tuple[int, str]]:
-        """Inputs of the output read with a spatial axis as a whole index: tensor -> (dim, axis)."""
-        if self.output.body is None:
+    def _packable(self) -> dict[str, dict[str, int]]:
+        """Inputs of a reduction output read with a spatial axis as a whole index of a dimension
+        that is not already contiguous in it: tensor -> {axis: dim}. Packing along that dim makes
+        the axis contiguous, so it can be the vectorised one."""
+        if self.output.body is None or not self.reduce:
             return {}
         axis_of = {a.var: a.name for a in self.output.axes}
-        last = self.output.axes[-1].name if self.output.axes else None
-        out: dict[str, tuple[int, str]] = {}
+        out: dict[str, dict[str, int]] = {}
         for ld in te.loads(self.output.body):
             t = ld.tensor
-            if t.name in out or (not t.is_placeholder):
+            if not t.is_placeholder:
                 continue
-            for d, ix in enumerate(ld.indices):
-                if isinstance(ix, Var) and ix in axis_of and (d < t.ndim - 1 or axis_of[ix] == last):
-                    if len(self.reduce) and ld.indices.count(ix) == 1:
-                        out[t.name] = (d, axis_of[ix])
-                        break
+            for d, ix in enumerate(ld.indices[:-1]):
+                if isinstance(ix, Var) and ix in axis_of and ld.indices.count(ix) == 1:
+                    out.setdefault(t.name, {}).setdefault(axis_of[ix], d)
         return out
+
+    def vector_axes(self) -> list[str]:
+        """Spatial axes the tiled sketch may vectorize (innermost): the last one, and any an input
+        can be packed along."""
+        last = [self.spatial[-1][0]] if self.spatial else []
+        packed = sorted({a for axes in self.packable.values() for a in axes} - set(last))
+        return last + packed
 
     # -- knobs
     def _knobs(self) -> list[Knob]:
@@ -294,21 +300,24 @@ class AutoScheduler:
 
     def _tiled_knobs(self) -> list[Knob]:
         knobs: list[Knob] = []
-        n = len(self.spatial)
         lane = lanes(self.dtype)
-        for p, (name, ext) in enumerate(self.spatial):
-            inner = [c for c in powers_of_two(min(ext, MAX_INNER))]
-            if p == n - 1 and ext >= lane:  # the vectorised loop: whole vectors, up to four
-                inner = fit([lane, 2 * lane, 3 * lane, 4 * lane], ext)
+        vec = self.vector_axes()
+        for name, ext in self.spatial:
+            inner = powers_of_two(min(ext, MAX_INNER))
+            if name in vec and ext >= lane:  # may be the vectorised loop: whole vectors, up to four
+                inner = sorted(set(inner) | set(fit([lane, 2 * lane, 3 * lane, 4 * lane], ext)))
             mid = powers_of_two(max(1, min(ext, 1024)))
             knobs.append(SplitKnob(f"tile_{name}", ext, levels=2, candidates=[mid, inner], nested=False))
         for name, ext in self.reduce:
-            knobs.append(SplitKnob(f"tile_{name}", ext, levels=1, candidates=[powers_of_two(min(ext, 1024))]))
+            cands = powers_of_two(min(ext, 1024))
+            knobs.append(SplitKnob(f"tile_{name}", ext, levels=1, candidates=[sorted(set(cands) | {ext})]))
+        if len(vec) > 1:
+            knobs.append(ChoiceKnob("vector_axis", vec))
         if self.reduce:
             knobs.append(ChoiceKnob("cache", [True, False]))
         for t in sorted(self.packable):
             knobs.append(ChoiceKnob(f"pack_{t}", [True, False]))
-        if n >= 2:
+        if len(self.spatial) >= 2:
             knobs.append(ChoiceKnob("unroll", [True, False]))
         knobs.append(ChoiceKnob("vectorize", [True, False]))
         if self.threads > 1:
@@ -323,6 +332,8 @@ class AutoScheduler:
     def presets(self) -> list[dict[str, Any]]:
         """Known-good points of the space, best guess first: for GEMM the largest register tiles
         with k blocks of 256 and 512; otherwise one sensible config."""
+        if self.sketch == "tiled":
+            return [self.default_config()] + self._tiled_presets()
         if self.sketch != "gemm":
             return [self.default_config()]
         out = []
@@ -338,6 +349,33 @@ class AutoScheduler:
             out += [{**c, "fuse": "block"} for c in out[:2]]
         return out
 
+    def _tiled_presets(self) -> list[dict[str, Any]]:
+        """For each packable vector axis: two vectors of it innermost, the last axis' tile of 4 or 8
+        unrolled above it (the register tile of a direct convolution), whole reduction axes,
+        producers materialised or inlined."""
+        out = []
+        lane = lanes(self.dtype)
+        last = self.spatial[-1][0]
+        for vec in self.vector_axes()[1:]:
+            for ow in (4, 8):
+                for inline in (False, True):
+                    cfg = self.default_config()
+                    cfg["vector_axis"] = vec
+                    for k in self.space.knobs:
+                        if k.name.startswith("inline_"):
+                            cfg[k.name] = inline
+                        if not k.name.startswith("tile_"):
+                            continue
+                        axis = k.name[5:]
+                        ext = dict(self.spatial + self.reduce)[axis]
+                        want = ((ext,) if axis in dict(self.reduce) else
+                                (1, 2 * lane) if axis == vec else (1, ow) if axis == last else (1, 1))
+                        cfg[k.name] = min(k.values(), key=lambda v: sum(abs(math.log2(a) - math.log2(b))
+                                                                         for a, b in zip(v, want)))
+                    if cfg not in out:
+                        out.append(cfg)
+        return out
+
     def default_config(self) -> dict[str, Any]:
         """A sensible schedule: for GEMM the largest register tile, k blocks of 256, row blocks of
         16 panels, column panels outer, A packed, parallel; row programs in blocks of 8 rows;
@@ -351,7 +389,8 @@ class AutoScheduler:
             elif k.name == "rows":
                 cfg[k.name] = min(vals, key=lambda v: abs(v - 8))
             elif k.name.startswith("tile_"):
-                want = (8, 16) if getattr(k, "levels", 1) == 2 else (64,)
+                last = self.spatial and k.name == f"tile_{self.spatial[-1][0]}"
+                want = ((8, 16) if last else (8, 4)) if getattr(k, "levels", 1) == 2 else (64,)
                 cfg[k.name] = min(vals, key=lambda v: sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(v, want)))
             elif k.name.startswith("inline_"):
                 cfg[k.name] = True
@@ -532,15 +571,21 @@ class AutoScheduler:
         s.vectorize(name, last)
 
     def _apply_tiled(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        """S_o R_o S_m R_i S_i: every spatial axis in three levels, every reduction axis in two; the
+        vector axis' inner tile innermost (vectorized, its operands packed along it), the other inner
+        tiles unrolled above it, an accumulator over the S_m loops; the outer loops ordered so the
+        first one has work for every thread, and it runs in parallel."""
         out = self.output.name
         for st in self.stages:
             if cfg.get(f"inline_{st}"):
                 s.compute_inline(st)
-        for t, (dim, axis) in sorted(self.packable.items()):
-            if cfg.get(f"pack_{t}"):
-                f = min(cfg[f"tile_{axis}"][1], s.tensors[t].shape[dim])
-                s.pack(t, dim, f, f"{t}_pack")
+        vec = cfg.get("vector_axis", self.spatial[-1][0])
+        for t, axes in sorted(self.packable.items()):
+            if cfg.get(f"pack_{t}") and vec in axes:
+                f = min(cfg[f"tile_{vec}"][1], s.tensors[t].shape[axes[vec]])
+                s.pack(t, axes[vec], f, f"{t}_pack")
         outer, mid, inner, red_o, red_i = [], [], [], [], []
+        ext_of: dict[str, int] = {}
         for name, ext in self.spatial:
             m, i = cfg[f"tile_{name}"]
             i = min(i, ext)
@@ -548,17 +593,28 @@ class AutoScheduler:
             o_, rest = s.split(out, name, m * i, f"{name}_o", f"{name}_r")
             m_, i_ = s.split(out, rest, i, f"{name}_m", f"{name}_i")
             outer.append(o_); mid.append(m_); inner.append(i_)
+            ext_of[o_], ext_of[i_] = -(-ext // (m * i)), i
         for name, ext in self.reduce:
             (f,) = cfg[f"tile_{name}"]
             o_, i_ = s.split(out, name, min(f, ext), f"{name}_o", f"{name}_i")
             red_o.append(o_); red_i.append(i_)
-        s.reorder(out, *outer, *red_o, *mid, *red_i, *inner)
+        v = [a for a, _ in self.spatial].index(vec)
+        unrolled = [x for k, x in enumerate(inner) if k != v]
+        busy = [x for x in outer if ext_of[x] >= self.threads]
+        if busy:
+            outer.remove(busy[0])
+            outer.insert(0, busy[0])
+        s.reorder(out, *outer, *red_o, *mid, *red_i, *unrolled, inner[v])
         if self.reduce and cfg["cache"]:
             s.cache_write(out, mid[-1])
-        if cfg.get("unroll") and len(inner) >= 2 and cfg[f"tile_{self.spatial[-2][0]}"][1] <= 16:
-            s.unroll(out, inner[-2])
+        if cfg.get("unroll"):  # the innermost tiles, as long as the unrolled body stays small
+            body = 1
+            for x in reversed(unrolled):
+                if 1 < ext_of[x] <= 16 and body * ext_of[x] <= 32:
+                    s.unroll(out, x)
+                    body *= ext_of[x]
         if cfg["vectorize"]:
-            s.vectorize(out, inner[-1])
+            s.vectorize(out, inner[v])
         if cfg.get("parallel"):
             s.parallel(out, outer[0])
         return CodegenOptions()
