@@ -1,10 +1,26 @@
-"""A template-free search space: rules derive knobs from a compute definition.
+"""A template-free search space: rules derive a sketch and its knobs from a compute definition.
 
-For the output stage: multi-level tiling of every spatial axis (outer, middle, inner) and of
-every reduction axis (outer, inner) in the order S_o R_o S_m R_i S_i; a register/stack
-accumulator (cache_write) for reductions; the innermost spatial loop vectorized; the loop
-above it unrolled; the outermost loop parallel. For inputs read along a tiled spatial axis,
-packing into panels of the inner tile. Elementwise producers may be inlined.
+The rules look at the definition's stages (what each reads, along which axis each read is
+contiguous, who consumes what) and pick one of three sketches, like Ansor's sketch rules:
+
+- **gemm**: a stage computing ``sum_k A[.., i, .., k ..] * B[.., k, .., j ..]`` (one reduction over
+  a product of two inputs, in any layout), alone or feeding an elementwise epilogue (dense + bias
+  + relu). It gets the BLIS blocking of templates/gemm.py: the operands packed into MR-tall and
+  NR-wide panels, an MR x NR accumulator tile on the stack (cache_write), k blocks, row blocks,
+  column blocks over the threads. An epilogue is fused: the GEMM stage is computed at the
+  epilogue's register tile (the accumulator tile itself, [fuse] = "tile") or at its cache block
+  ("block"), so the output is written once, after the elementwise ops.
+- **rows**: programs whose reductions run along the contiguous axis (row sum, softmax, layernorm).
+  The output's rows are split into blocks ([rows], the block loop over threads); every producer
+  with one consumer is computed at a loop of it ([attach]: per block or per row), so the rows stay
+  in cache; reductions along a contiguous axis are vectorised rfactor style (LLVM, allowed to
+  reassociate, keeps vector partial sums and reduces them horizontally once); stages whose last
+  axis is contiguous run their reductions outside it and vectorise it.
+- **tiled**: anything else (convolutions, stencils, column reductions): multi-level tiling of
+  the output stage, S_o R_o S_m R_i S_i, with a register accumulator, the innermost spatial
+  loop vectorised, the inputs read along it packed into panels, elementwise producers inlined.
+
+Knob values are pruned by the target's vector width and register count (`vector_target`).
 
 Example::
 
@@ -14,19 +30,139 @@ Example::
     >>> k = te.reduce_axis(64, name="k")
     >>> C = te.compute((64, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     >>> auto = AutoScheduler(C, threads=1)
-    >>> sorted(auto.space.by_name)[:3]
-    ['cache', 'pack_A', 'pack_B']
+    >>> auto.sketch, sorted(auto.space.by_name)[:3]
+    ('gemm', ['jc_blocks', 'kc', 'mc_panels'])
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Any
+
 from autotune.ir import expr as te
-from autotune.ir.expr import Tensor, Var
+from autotune.ir.affine import to_affine
+from autotune.ir.expr import ITEMSIZE, BinOp, Load, Reduce, Tensor, Var
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace, Knob, SplitKnob, powers_of_two
+from templates.base import CodegenOptions
+from templates.gemm import fit
 
 MAX_INNER = 64
 
 
+def vector_target() -> tuple[int, int]:
+    """(vector register bytes, vector register count) of this machine's ISA: the one place the
+    auto-scheduler asks the target."""
+    from autotune.target import isa
+    name = isa()
+    if name.startswith("avx512"):
+        return 64, 32
+    if name in ("avx2", "avx"):
+        return 32, 16
+    return 16, 16
+
+
+def lanes(dtype: str) -> int:
+    """Elements of `dtype` in one vector register."""
+    return max(1, vector_target()[0] // ITEMSIZE.get(dtype, 4))
+
+
+# ---- analysis ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Gemm:
+    """A stage C[batch.., i, j] = sum_k A[..] * B[..] where A is read at i and k, B at k and j."""
+    stage: str
+    a: str
+    b: str
+    i: str
+    j: str
+    k: str
+    batch: tuple[str, ...]
+    a_dims: tuple[int, int]   # the dims of A indexed by i and k
+    b_dims: tuple[int, int]   # the dims of B indexed by j and k
+    M: int
+    N: int
+    K: int
+
+
+def match_gemm(t: Tensor) -> Gemm | None:
+    """The GEMM structure of a stage, if it is one: one sum over k of a product of two
+    placeholder reads, each indexed by plain axes, A by (i, k), B by (k, j), where j is the
+    stage's last axis and i another (the rest are batch axes both read at the same dims)."""
+    body = t.body
+    if (not isinstance(body, Reduce) or body.op != "sum" or len(body.axes) != 1 or len(t.axes) < 2
+            or not isinstance(body.body, BinOp) or body.body.op != "*"):
+        return None
+    x, y = body.body.a, body.body.b
+    if not (isinstance(x, Load) and isinstance(y, Load) and x.tensor.is_placeholder and y.tensor.is_placeholder
+            and x.tensor.name != y.tensor.name):
+        return None
+    k = body.axes[0].var
+    j = t.axes[-1].var
+    axes = [a.var for a in t.axes]
+    if not all(isinstance(ix, Var) for ix in x.indices + y.indices):
+        return None
+    if y.indices.count(j) != 1 and x.indices.count(j) == 1:
+        x, y = y, x
+    if y.indices.count(j) != 1 or y.indices.count(k) != 1 or x.indices.count(k) != 1 or j in x.indices:
+        return None
+    rest = [v for v in x.indices if v != k]
+    i_cands = [v for v in rest if v in axes and v != j and v not in y.indices]
+    if len(i_cands) != 1:
+        return None
+    i = i_cands[0]
+    batch = [v for v in axes if v not in (i, j)]
+    if axes.index(i) != len(axes) - 2 or any(v not in x.indices or v not in y.indices for v in batch):
+        return None
+    if set(x.indices) != {i, k, *batch} or set(y.indices) != {j, k, *batch} or len(set(x.indices)) != len(x.indices):
+        return None
+    ext = {a.var: a.extent for a in t.axes}
+    return Gemm(t.name, x.tensor.name, y.tensor.name, i.name, j.name, k.name, tuple(v.name for v in batch),
+                (x.indices.index(i), x.indices.index(k)), (y.indices.index(j), y.indices.index(k)),
+                ext[i], ext[j], body.axes[0].extent)
+
+
+def contiguous_axes(t: Tensor) -> set[str]:
+    """Axes of t (spatial or reduce) along which some read of a placeholder or another stage is
+    contiguous: the read's last index moves by one with it."""
+    if t.body is None:
+        return set()
+    names = {a.var: a.name for a in list(t.axes) + list(t.reduce_axes)}
+    out: set[str] = set()
+    for ld in te.loads(t.body):
+        f = to_affine(ld.indices[-1])
+        if f is None:
+            continue
+        for v, c in f.terms.items():
+            if c == 1 and v in names:
+                out.add(names[v])
+    return out
+
+
+def reduces_along_rows(t: Tensor) -> bool:
+    """Whether t is a reduction whose every read that its reduction moves is contiguous along a
+    reduction axis, with no spatial axis in the last index (a row sum; not a sliding window, not
+    a matrix product's column operand)."""
+    if not t.reduce_axes:
+        return False
+    red = {a.var for a in t.reduce_axes}
+    spatial = {a.var for a in t.axes}
+    moved = [ld for ld in te.loads(t.body) if any(v in red for ix in ld.indices for v in te.walk(ix))]  # type: ignore[arg-type]
+    for ld in moved:
+        f = to_affine(ld.indices[-1])
+        if f is None or any(v in spatial for v in f.terms) or not any(f.terms.get(v) == 1 for v in red):
+            return False
+    return bool(moved)
+
+
+def is_identity_read(consumer: Tensor, producer: Tensor) -> bool:
+    """Whether every read of producer in consumer is producer[axes of consumer] (same shape)."""
+    reads = [ld for ld in te.loads(consumer.body) if ld.tensor is producer]  # type: ignore[arg-type]
+    axes = tuple(a.var for a in consumer.axes)
+    return bool(reads) and producer.shape == consumer.shape and all(ld.indices == axes for ld in reads)
+
+
+# ---- the scheduler -----------------------------------------------------------------------
 class AutoScheduler:
     """Derives a ConfigSpace for a compute definition and applies a Config of it to a Schedule."""
 
@@ -34,75 +170,422 @@ class AutoScheduler:
         self.output = output
         self.threads = threads
         base = Schedule(output)  # validates names
+        self.tensors = {t.name: t for t in te.input_tensors(output)}
         self.stages = [n for n in base.stages if n != output.name]
-        out = output
-        self.spatial = [(a.name, a.extent) for a in out.axes]
-        self.reduce = [(a.name, a.extent) for a in out.reduce_axes]
-        self.packable = self._packable()
+        self.readers: dict[str, list[str]] = {n: [] for n in self.tensors}
+        for t in self.tensors.values():
+            for ld in te.loads(t.body) if t.body is not None else []:
+                if t.name not in self.readers[ld.tensor.name]:
+                    self.readers[ld.tensor.name].append(t.name)
+        self.spatial = [(a.name, a.extent) for a in output.axes]
+        self.reduce = [(a.name, a.extent) for a in output.reduce_axes]
+        self.dtype = output.dtype
+        self.gemm, self.epilogue = self._gemm_sketch()
+        if self.gemm is not None:
+            self.sketch = "gemm"
+        elif self._row_like():
+            self.sketch = "rows"
+        else:
+            self.sketch = "tiled"
+        self.packable = self._packable() if self.sketch == "tiled" else {}
         self.space = ConfigSpace(self._knobs())
 
-    def _packable(self) -> dict[str, tuple[int, str]]:
-        """Inputs of the output read with a spatial axis as a whole index: tensor -> (dim, axis)."""
-        if self.output.body is None:
+    # -- sketch rules
+    def _gemm_sketch(self) -> tuple[Gemm | None, bool]:
+        """The GEMM stage, and whether the output is an elementwise epilogue of it."""
+        out = self.output
+        g = match_gemm(out)
+        if g is not None:
+            return g, False
+        if out.reduce_axes or out.body is None:
+            return None, False
+        computes = [t for t in self.tensors.values() if not t.is_placeholder and t is not out]
+        gemms = [(t, match_gemm(t)) for t in computes]
+        gemms = [(t, m) for t, m in gemms if m is not None]
+        if len(gemms) != 1:
+            return None, False
+        t, m = gemms[0]
+        others = [c for c in computes if c is not t]
+        if (self.readers[t.name] != [out.name] or not is_identity_read(out, t)
+                or any(c.reduce_axes or any(not ld.tensor.is_placeholder for ld in te.loads(c.body))  # type: ignore[arg-type]
+                       for c in others)):
+            return None, False
+        return m, True
+
+    def _row_like(self) -> bool:
+        """Whether some reduction of the program runs along a contiguous axis."""
+        reds = [t for t in self.tensors.values() if t.reduce_axes]
+        along = [reduces_along_rows(t) for t in reds]
+        return any(along) and bool(self.spatial) and not (self.output.reduce_axes and not along[-1])
+
+    def _packable(self) -> dict[str, dict[str, int]]:
+        """Inputs of a reduction output read with a spatial axis as a whole index of a dimension
+        that is not already contiguous in it: tensor -> {axis: dim}. Packing along that dim makes
+        the axis contiguous, so it can be the vectorised one."""
+        if self.output.body is None or not self.reduce:
             return {}
         axis_of = {a.var: a.name for a in self.output.axes}
-        last = self.output.axes[-1].name if self.output.axes else None
-        out: dict[str, tuple[int, str]] = {}
+        out: dict[str, dict[str, int]] = {}
         for ld in te.loads(self.output.body):
             t = ld.tensor
-            if t.name in out or (not t.is_placeholder):
+            if not t.is_placeholder:
                 continue
-            for d, ix in enumerate(ld.indices):
-                if isinstance(ix, Var) and ix in axis_of and (d < t.ndim - 1 or axis_of[ix] == last):
-                    if len(self.reduce) and ld.indices.count(ix) == 1:
-                        out[t.name] = (d, axis_of[ix])
-                        break
+            for d, ix in enumerate(ld.indices[:-1]):
+                if isinstance(ix, Var) and ix in axis_of and ld.indices.count(ix) == 1:
+                    out.setdefault(t.name, {}).setdefault(axis_of[ix], d)
         return out
 
+    def vector_axes(self) -> list[str]:
+        """Spatial axes the tiled sketch may vectorize (innermost): the last one, and any an input
+        can be packed along."""
+        last = [self.spatial[-1][0]] if self.spatial else []
+        packed = sorted({a for axes in self.packable.values() for a in axes} - set(last))
+        return last + packed
+
+    # -- knobs
     def _knobs(self) -> list[Knob]:
+        if self.sketch == "gemm":
+            return self._gemm_knobs()
+        if self.sketch == "rows":
+            return self._row_knobs()
+        return self._tiled_knobs()
+
+    def register_tiles(self) -> list[str]:
+        """The MR x NR accumulator tiles ("6x48") that fit the vector registers (accumulators,
+        one row of B vectors and a broadcast of A), the larger ones first; tiles too small to
+        hide the FMA latency are left out unless the matrix is that small."""
+        g = self.gemm
+        assert g is not None
+        lane = lanes(self.dtype)
+        _, regs = vector_target()
+        mrs = fit([1, 2, 3, 4, 6, 8, 12, 16], g.M)
+        nrs = fit([lane, 2 * lane, 3 * lane, 4 * lane], g.N)
+        pairs = []
+        for mr in mrs:
+            for nr in nrs:
+                v = -(-nr // lane)
+                if mr * v + v + 1 <= regs:
+                    pairs.append((mr * v, mr, nr))
+        best = max(p[0] for p in pairs)
+        keep = sorted((p for p in pairs if p[0] * 2 >= best), key=lambda p: (-p[0], -p[2]))
+        return [f"{mr}x{nr}" for _, mr, nr in keep]
+
+    def _gemm_knobs(self) -> list[Knob]:
+        g = self.gemm
+        assert g is not None
         knobs: list[Knob] = []
-        n = len(self.spatial)
-        for p, (name, ext) in enumerate(self.spatial):
-            inner = [c for c in powers_of_two(min(ext, MAX_INNER))]
-            if p == n - 1 and ext >= 16:
-                inner = sorted(set([c for c in inner if c >= 8] + ([48] if ext >= 48 else [])))
+        if self.epilogue:
+            knobs.append(ChoiceKnob("fuse", ["tile", "block"]))
+        knobs += [
+            ChoiceKnob("tile", self.register_tiles()),
+            ChoiceKnob("kc", fit([64, 128, 256, 384, 512, 768, 1024], g.K)),
+            ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),
+            ChoiceKnob("jc_blocks", [1, 2, 4, 8]),
+            ChoiceKnob("order", ["jr_ir", "ir_jr"]),
+            ChoiceKnob("pack_a", [True, False]),
+        ]
+        if self.threads > 1:
+            knobs.append(ChoiceKnob("parallel", [True, False]))
+        return knobs
+
+    def _row_knobs(self) -> list[Knob]:
+        ext = self.spatial[0][1] if self.spatial else 1
+        rows = sorted({r for r in (1, 2, 4, 8, 16, 32) if r <= ext} | {min(ext, 32)})
+        knobs: list[Knob] = [ChoiceKnob("rows", rows)]
+        if self._attached_stages():
+            knobs.append(ChoiceKnob("attach", ["block", "row"]))
+        if self.threads > 1:
+            knobs.append(ChoiceKnob("parallel", [True, False]))
+        return knobs
+
+    def _tiled_knobs(self) -> list[Knob]:
+        knobs: list[Knob] = []
+        lane = lanes(self.dtype)
+        vec = self.vector_axes()
+        for name, ext in self.spatial:
+            inner = powers_of_two(min(ext, MAX_INNER))
+            if name in vec and ext >= lane:  # may be the vectorised loop: whole vectors, up to four
+                inner = sorted(set(inner) | set(fit([lane, 2 * lane, 3 * lane, 4 * lane], ext)))
             mid = powers_of_two(max(1, min(ext, 1024)))
             knobs.append(SplitKnob(f"tile_{name}", ext, levels=2, candidates=[mid, inner], nested=False))
         for name, ext in self.reduce:
-            knobs.append(SplitKnob(f"tile_{name}", ext, levels=1, candidates=[powers_of_two(min(ext, 1024))]))
+            cands = powers_of_two(min(ext, 1024))
+            knobs.append(SplitKnob(f"tile_{name}", ext, levels=1, candidates=[sorted(set(cands) | {ext})]))
+        if len(vec) > 1:
+            knobs.append(ChoiceKnob("vector_axis", vec))
         if self.reduce:
             knobs.append(ChoiceKnob("cache", [True, False]))
         for t in sorted(self.packable):
             knobs.append(ChoiceKnob(f"pack_{t}", [True, False]))
-        if n >= 2:
+        if len(self.spatial) >= 2:
             knobs.append(ChoiceKnob("unroll", [True, False]))
         knobs.append(ChoiceKnob("vectorize", [True, False]))
         if self.threads > 1:
             knobs.append(ChoiceKnob("parallel", [True, False]))
         for st in self.stages:
-            t = self._tensor(st)
+            t = self.tensors.get(st)
             if t is not None and not t.reduce_axes:
                 knobs.append(ChoiceKnob(f"inline_{st}", [True, False]))
         return knobs
 
-    def _tensor(self, name: str) -> Tensor | None:
-        for t in te.input_tensors(self.output):
-            if t.name == name:
-                return t
-        return None
+    # -- presets
+    def presets(self) -> list[dict[str, Any]]:
+        """Known-good points of the space, best guess first: for GEMM the largest register tiles
+        with k blocks of 256 and 512; otherwise one sensible config."""
+        if self.sketch == "tiled":
+            return [self.default_config()] + self._tiled_presets()
+        if self.sketch != "gemm":
+            return [self.default_config()]
+        out = []
+        kcs = self.space.by_name["kc"].values()
+        for tile in self.space.by_name["tile"].values()[:3]:
+            for kc in (256, 512):
+                cfg = self.default_config()
+                cfg["tile"] = tile
+                cfg["kc"] = min(kcs, key=lambda v: abs(v - kc))
+                if cfg not in out:
+                    out.append(cfg)
+        if self.epilogue:
+            out += [{**c, "fuse": "block"} for c in out[:2]]
+        return out
 
-    def apply(self, s: Schedule, cfg: Config) -> None:
-        """Apply the primitives a config chooses."""
+    def _tiled_presets(self) -> list[dict[str, Any]]:
+        """For each packable vector axis: two vectors of it innermost, the last axis' tile of 4 or 8
+        unrolled above it (the register tile of a direct convolution), whole reduction axes,
+        producers materialised or inlined."""
+        out = []
+        lane = lanes(self.dtype)
+        last = self.spatial[-1][0]
+        for vec in self.vector_axes()[1:]:
+            for ow in (4, 8):
+                for inline in (False, True):
+                    cfg = self.default_config()
+                    cfg["vector_axis"] = vec
+                    for k in self.space.knobs:
+                        if k.name.startswith("inline_"):
+                            cfg[k.name] = inline
+                        if not k.name.startswith("tile_"):
+                            continue
+                        axis = k.name[5:]
+                        ext = dict(self.spatial + self.reduce)[axis]
+                        want = ((ext,) if axis in dict(self.reduce) else
+                                (1, 2 * lane) if axis == vec else (1, ow) if axis == last else (1, 1))
+                        cfg[k.name] = min(k.values(), key=lambda v: sum(abs(math.log2(a) - math.log2(b))
+                                                                         for a, b in zip(v, want)))
+                    if cfg not in out:
+                        out.append(cfg)
+        return out
+
+    def default_config(self) -> dict[str, Any]:
+        """A sensible schedule: for GEMM the largest register tile, k blocks of 256, row blocks of
+        16 panels, column panels outer, A packed, parallel; row programs in blocks of 8 rows;
+        otherwise tiles of 8 x 16 x ..., cache, vectorize, producers inlined."""
+        cfg: dict[str, Any] = {}
+        for k in self.space.knobs:
+            vals = k.values()
+            if self.sketch == "gemm" and k.name in ("kc", "mc_panels"):
+                want = 256 if k.name == "kc" else 16
+                cfg[k.name] = min(vals, key=lambda v: abs(v - want))
+            elif k.name == "rows":
+                cfg[k.name] = min(vals, key=lambda v: abs(v - 8))
+            elif k.name.startswith("tile_"):
+                last = self.spatial and k.name == f"tile_{self.spatial[-1][0]}"
+                want = ((8, 16) if last else (8, 4)) if getattr(k, "levels", 1) == 2 else (64,)
+                cfg[k.name] = min(vals, key=lambda v: sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(v, want)))
+            elif k.name.startswith("inline_"):
+                cfg[k.name] = True
+            else:
+                cfg[k.name] = True if any(v is True for v in vals) else vals[0]
+        return cfg
+
+    # -- apply
+    def apply(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        """Apply the primitives a config chooses; returns the code generator's options."""
+        if self.sketch == "gemm":
+            return self._apply_gemm(s, cfg)
+        if self.sketch == "rows":
+            return self._apply_rows(s, cfg)
+        return self._apply_tiled(s, cfg)
+
+    def _workers(self, cfg: Config) -> int:
+        return self.threads if cfg.get("parallel") and self.threads > 1 else 1
+
+    def _gemm_tiles(self, cfg: Config) -> tuple[int, int, int, int, int]:
+        """(mr, nr, kc, mc, nc) of a config, cut to the matrix; NC gives each worker jc_blocks blocks."""
+        g = self.gemm
+        assert g is not None
+        mr, nr = (int(x) for x in cfg["tile"].split("x"))
+        mr, nr, kc = min(mr, g.M), min(nr, g.N), min(cfg["kc"], g.K)
+        mc = min(cfg["mc_panels"] * mr, -(-g.M // mr) * mr)
+        panels = -(-g.N // nr)
+        nc = -(-panels // min(panels, cfg["jc_blocks"] * self._workers(cfg))) * nr
+        return mr, nr, kc, mc, nc
+
+    def _pack_operands(self, s: Schedule, cfg: Config, mr: int, nr: int) -> tuple[str | None, str]:
+        """Pack B into NR-wide panels along j and, with [pack_a], A into MR-tall panels along i
+        (packed layout (outer, other dims..., inner)); each packing loop nest reads its source
+        along the source's contiguous dim. Returns the packed names (A's or None, B's)."""
+        g = self.gemm
+        assert g is not None
+        names = []
+        for t, (d, dk), f, on in ((g.a, g.a_dims, mr, cfg["pack_a"]), (g.b, g.b_dims, nr, True)):
+            if not on:
+                names.append(None)
+                continue
+            p = s.pack(t, d, f, self._fresh_tensor(s, f"{t}_p"))
+            if dk == s.tensors[t].ndim - 1:  # the source is contiguous along k: the panel's rows innermost
+                s.reorder(p, "p_i", f"d{dk}")
+            names.append(p)
+        return names[0], names[1]  # type: ignore[return-value]
+
+    @staticmethod
+    def _fresh_tensor(s: Schedule, name: str) -> str:
+        while name in s.tensors:
+            name += "_"
+        return name
+
+    def _register_tiles(self, s: Schedule, stage: str, cfg: Config, mr: int, nr: int, kc: int,
+                        j: str, i: str, outer: tuple[str, ...], between: tuple[str, ...] = ()) -> str:
+        """Split j into NR-wide and i into MR-tall register tiles and k into kc blocks; order the
+        loops (outer..., k blocks, between..., register tiles in [order], k, rows, columns);
+        accumulate each tile on the stack, rows unrolled, columns vectorized. Returns the k-block loop."""
+        g = self.gemm
+        assert g is not None
+        jr, jv = s.split(stage, j, nr, f"{g.j}_r", f"{g.j}_v")
+        ko, ki = s.split(stage, g.k, kc, f"{g.k}_c", f"{g.k}_k")
+        ir, iu = s.split(stage, i, mr, f"{g.i}_r", f"{g.i}_u")
+        tiles = (jr, ir) if cfg["order"] == "jr_ir" else (ir, jr)
+        s.reorder(stage, *outer, ko, *between, *tiles, ki, iu, jv)
+        s.cache_write(stage, tiles[1])
+        s.unroll(stage, iu)
+        s.vectorize(stage, jv)
+        return ko
+
+    def _apply_gemm(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        g = self.gemm
+        assert g is not None
+        mr, nr, kc, mc, nc = self._gemm_tiles(cfg)
+        ap, bp = self._pack_operands(s, cfg, mr, nr)
+        parallel = self._workers(cfg) > 1
+        if not self.epilogue:
+            jc, jn = s.split(g.stage, g.j, nc, f"{g.j}_c", f"{g.j}_n")
+            ic, im = s.split(g.stage, g.i, mc, f"{g.i}_c", f"{g.i}_m")
+            ko = self._register_tiles(s, g.stage, cfg, mr, nr, kc, jn, im, (*g.batch, jc), (ic,))
+            s.compute_at(bp, g.stage, ko)
+            if ap:
+                s.compute_at(ap, g.stage, ic)
+            if parallel:
+                s.parallel(g.stage, (*g.batch, jc)[0])
+            return CodegenOptions()
+        out = self.output.name
+        e_axes = [a.name for a in self.output.axes]
+        e_batch, ei, ej = e_axes[:-2], e_axes[-2], e_axes[-1]
+        jc, jn = s.split(out, ej, nc, f"{ej}_c", f"{ej}_n")
+        ic, im = s.split(out, ei, mc, f"{ei}_c", f"{ei}_m")
+        blocks = (jc, ic)
+        if cfg["fuse"] == "block":
+            s.reorder(out, *e_batch, *blocks, im, jn)
+            s.vectorize(out, jn)
+            s.compute_at(g.stage, out, blocks[1])
+            ko = self._register_tiles(s, g.stage, cfg, mr, nr, kc, g.j, g.i, g.batch)
+            s.compute_at(bp, g.stage, ko)
+            if ap:
+                s.compute_at(ap, g.stage, ko)
+        else:  # the GEMM stage computed at the epilogue's register tile, over the whole k
+            jr, jv = s.split(out, jn, nr, f"{ej}_r", f"{ej}_v")
+            ir, iu = s.split(out, im, mr, f"{ei}_r", f"{ei}_u")
+            tiles = (jr, ir) if cfg["order"] == "jr_ir" else (ir, jr)
+            s.reorder(out, *e_batch, *blocks, *tiles, iu, jv)
+            s.unroll(out, iu)
+            s.vectorize(out, jv)
+            s.compute_at(g.stage, out, tiles[1])
+            io, iu2 = s.split(g.stage, g.i, mr, f"{g.i}_r", f"{g.i}_u")
+            jo, jv2 = s.split(g.stage, g.j, nr, f"{g.j}_r", f"{g.j}_v")
+            s.reorder(g.stage, *g.batch, io, jo, g.k, iu2, jv2)
+            s.cache_write(g.stage, jo)
+            s.unroll(g.stage, iu2)
+            s.vectorize(g.stage, jv2)
+        if parallel:
+            s.parallel(out, (*e_batch, blocks[0])[0])
+        return CodegenOptions()
+
+    def _attached_stages(self) -> list[str]:
+        """Stages (not inlined) with one reader: each is computed at a loop of it."""
+        return [n for n in self.stages if len(self.readers[n]) == 1 and not self._inline(n)]
+
+    def _inline(self, name: str) -> bool:
+        """Row programs inline an elementwise stage read at full size whose inputs are all inlined
+        or inputs; a stage read broadcast (per row) is computed once per row instead."""
+        t = self.tensors[name]
+        if t.reduce_axes:
+            return False
+        for r in self.readers[name]:
+            rt = self.tensors[r]
+            if len(t.shape) < len(rt.shape):
+                return False
+        return all(ld.tensor.is_placeholder or self._inline(ld.tensor.name) for ld in te.loads(t.body))  # type: ignore[arg-type]
+
+    def _apply_rows(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        out = self.output.name
+        for n in self.stages:
+            if self._inline(n):
+                s.compute_inline(n)
+        s0 = self.spatial[0][0]
+        rows = min(cfg["rows"], self.spatial[0][1])
+        so, si = s.split(out, s0, rows, f"{s0}_o", f"{s0}_i")
+        at = so if cfg.get("attach", "block") == "block" else si
+        for n in reversed(self.stages):  # consumers before producers
+            if self._inline(n):
+                continue
+            readers = self.readers[n]
+            if len(readers) == 1:
+                r = readers[0]
+                s.compute_at(n, r, at if r == out else self.tensors[r].axes[0].name)
+            self._stage_loops(s, n)
+        self._stage_loops(s, out)
+        if self.output.reduce_axes and len(s.stages[out].order) > len(self.output.reduce_axes) + 1:
+            s.cache_write(out, si if len(self.spatial) == 1 else s.stages[out].order[-len(self.reduce) - 1])
+        if self._workers(cfg) > 1:
+            s.parallel(out, so)
+        return CodegenOptions(reassoc=True)
+
+    def _stage_loops(self, s: Schedule, name: str) -> None:
+        """Within one stage of a row program: a stage whose last spatial axis is contiguous runs its
+        reductions outside it and vectorizes it; one reducing along a contiguous axis keeps the
+        reduction innermost (vectorized by reassociation)."""
+        t = self.tensors[name]
+        if not t.axes:
+            return
+        last = t.axes[-1].name
+        red = [a.name for a in t.reduce_axes]
+        if red and reduces_along_rows(t):
+            return
+        st = s.stages[name]
+        if last not in st.order:
+            return
+        if red:
+            order = [x for x in st.order if x != last] + [last]
+            s.reorder(name, *order)
+        elif st.order[-1] != last:
+            return
+        s.vectorize(name, last)
+
+    def _apply_tiled(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        """S_o R_o S_m R_i S_i: every spatial axis in three levels, every reduction axis in two; the
+        vector axis' inner tile innermost (vectorized, its operands packed along it), the other inner
+        tiles unrolled above it, an accumulator over the S_m loops; the outer loops ordered so the
+        first one has work for every thread, and it runs in parallel."""
         out = self.output.name
         for st in self.stages:
             if cfg.get(f"inline_{st}"):
                 s.compute_inline(st)
-        packs = []
-        for t, (dim, axis) in sorted(self.packable.items()):
-            if cfg.get(f"pack_{t}"):
-                f = min(cfg[f"tile_{axis}"][1], s.tensors[t].shape[dim])
-                packs.append(s.pack(t, dim, f, f"{t}_pack"))
+        vec = cfg.get("vector_axis", self.spatial[-1][0])
+        for t, axes in sorted(self.packable.items()):
+            if cfg.get(f"pack_{t}") and vec in axes:
+                f = min(cfg[f"tile_{vec}"][1], s.tensors[t].shape[axes[vec]])
+                s.pack(t, axes[vec], f, f"{t}_pack")
         outer, mid, inner, red_o, red_i = [], [], [], [], []
+        ext_of: dict[str, int] = {}
         for name, ext in self.spatial:
             m, i = cfg[f"tile_{name}"]
             i = min(i, ext)
@@ -110,19 +593,31 @@ class AutoScheduler:
             o_, rest = s.split(out, name, m * i, f"{name}_o", f"{name}_r")
             m_, i_ = s.split(out, rest, i, f"{name}_m", f"{name}_i")
             outer.append(o_); mid.append(m_); inner.append(i_)
+            ext_of[o_], ext_of[i_] = -(-ext // (m * i)), i
         for name, ext in self.reduce:
             (f,) = cfg[f"tile_{name}"]
             o_, i_ = s.split(out, name, min(f, ext), f"{name}_o", f"{name}_i")
             red_o.append(o_); red_i.append(i_)
-        s.reorder(out, *outer, *red_o, *mid, *red_i, *inner)
+        v = [a for a, _ in self.spatial].index(vec)
+        unrolled = [x for k, x in enumerate(inner) if k != v]
+        busy = [x for x in outer if ext_of[x] >= self.threads]
+        if busy:
+            outer.remove(busy[0])
+            outer.insert(0, busy[0])
+        s.reorder(out, *outer, *red_o, *mid, *red_i, *unrolled, inner[v])
         if self.reduce and cfg["cache"]:
             s.cache_write(out, mid[-1])
-        if cfg.get("unroll") and len(inner) >= 2 and cfg[f"tile_{self.spatial[-2][0]}"][1] <= 16:
-            s.unroll(out, inner[-2])
+        if cfg.get("unroll"):  # the innermost tiles, as long as the unrolled body stays small
+            body = 1
+            for x in reversed(unrolled):
+                if 1 < ext_of[x] <= 16 and body * ext_of[x] <= 32:
+                    s.unroll(out, x)
+                    body *= ext_of[x]
         if cfg["vectorize"]:
-            s.vectorize(out, inner[-1])
+            s.vectorize(out, inner[v])
         if cfg.get("parallel"):
             s.parallel(out, outer[0])
+        return CodegenOptions()
 
 
 def auto_schedule(output: Tensor, cfg: Config, threads: int = 1) -> Schedule:

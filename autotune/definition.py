@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import inspect
-import math
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -194,8 +193,7 @@ def _template(defs: Definitions, description: str, reference: Callable[..., np.n
         return AutoScheduler(define(shape, dtype), threads).space
 
     def schedule(s: Schedule, cfg: Config, shape: Mapping[str, int], threads: int) -> CodegenOptions:
-        AutoScheduler(s.output, threads).apply(s, cfg)
-        return CodegenOptions()
+        return AutoScheduler(s.output, threads).apply(s, cfg)
 
     def ref(*arrays: np.ndarray) -> np.ndarray:
         d = defs.matching(arrays)
@@ -216,7 +214,7 @@ def _template(defs: Definitions, description: str, reference: Callable[..., np.n
     return Template(name=name, description=description, dims=tuple(f"{p}0" for p in defs.params or []),
                     define=define, space=space, schedule=schedule,  # type: ignore[arg-type]
                     reference=ref, flops=flops, default_shape="", shape_of=shape_of, free_dims=free_dim,
-                    presets=lambda shape, dtype, threads: [default_config(define(shape, dtype), threads)],
+                    presets=lambda shape, dtype, threads: AutoScheduler(define(shape, dtype), threads).presets(),
                     definition=lambda shape, dtype: defs.get(shape, dtype).data, dim_names=defs.dim_names)
 
 
@@ -284,16 +282,5 @@ def call_order(data: Mapping[str, Any], kernel_inputs: Sequence[str]) -> list[in
 
 
 def default_config(out: Tensor, threads: int) -> dict[str, Any]:
-    """A sensible schedule of the derived space: tiles of 32 x 16 x ..., cache, vectorize."""
-    auto = AutoScheduler(out, threads)
-    cfg: dict[str, Any] = {}
-    for k in auto.space.knobs:
-        vals = k.values()
-        if k.name.startswith("tile_"):
-            want = (8, 16) if getattr(k, "levels", 1) == 2 else (64,)
-            cfg[k.name] = min(vals, key=lambda v: sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(v, want)))
-        elif k.name.startswith("inline_"):
-            cfg[k.name] = True
-        else:
-            cfg[k.name] = True if True in vals else vals[0]
-    return cfg
+    """A sensible schedule of the derived space (AutoScheduler.default_config)."""
+    return AutoScheduler(out, threads).default_config()

@@ -18,10 +18,10 @@ LAYERS: dict[str, int] = {
     "autotune.ir": 1,
     "autotune.schedule": 2,
     "autotune.codegen": 3,
-    "autotune.space": 4,
+    "autotune.space": 4, "autotune.target": 4,  # the machine: spaces derive knob values from it
     "autotune.backends.tpu.emulator": 4,  # a pure model of a TPU core, beneath the TPU templates
     "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
-    "autotune.target": 6, "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
+    "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
     "autotune.backends": 6,  # the registry; the backends themselves sit with the cost models they feed
     "autotune.cost_model": 7, "autotune.backends.cpu": 7, "autotune.backends.tpu": 7,
     "autotune.search": 8,

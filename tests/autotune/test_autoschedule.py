@@ -1,4 +1,5 @@
-"""The template-free space: random configs of the derived space compile and match NumPy."""
+"""The template-free space: the rules pick the sketch a definition needs, and random configs of
+every sketch compile and match NumPy."""
 from __future__ import annotations
 
 import random
@@ -6,9 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from autotune.autoschedule import AutoScheduler, auto_schedule
+from autotune.autoschedule import AutoScheduler, auto_schedule, lanes, match_gemm, vector_target
 from autotune.codegen import build
 from autotune.ir import te
+from autotune.schedule import Schedule
+from templates import conv2d, layernorm, softmax
 
 
 def matmul(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
@@ -18,6 +21,32 @@ def matmul(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C"), lambda a, b: a @ b
 
 
+def matmul_tt(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    """Both operands transposed: C = A.T @ B.T, read in the other layouts."""
+    A = te.placeholder((K, M), name="A")
+    B = te.placeholder((N, K), name="B")
+    k = te.reduce_axis(K, name="r")
+    return te.compute((M, N), lambda m, n: te.sum(A[k, m] * B[n, k], axis=k), name="C"), lambda a, b: a.T @ b.T
+
+
+def batched(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    A = te.placeholder((3, M, K), name="A")
+    B = te.placeholder((3, K, N), name="B")
+    k = te.reduce_axis(K, name="k")
+    return (te.compute((3, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C"),
+            lambda a, b: a @ b)
+
+
+def dense(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    x = te.placeholder((M, K), name="x")
+    w = te.placeholder((K, N), name="w")
+    b = te.placeholder((N,), name="b")
+    k = te.reduce_axis(K, name="k")
+    d = te.compute((M, N), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="d")
+    return (te.compute((M, N), lambda i, j: te.max(d[i, j] + b[j], 0.0), name="out"),
+            lambda a, ww, bb: np.maximum(a @ ww + bb, 0))
+
+
 def bias_relu(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     A = te.placeholder((M, N), name="A")
     b = te.placeholder((N,), name="b")
@@ -25,24 +54,101 @@ def bias_relu(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     return te.compute((M, N), lambda i, j: te.max(t[i, j], 0.0), name="out"), lambda a, bb: np.maximum(a + bb, 0)
 
 
-@pytest.mark.parametrize("make", [matmul, bias_relu])
+def row_sum(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    x = te.placeholder((M, N), name="x")
+    j = te.reduce_axis(N, name="j")
+    return te.compute((M,), lambda i: te.sum(x[i, j], axis=j), name="out"), lambda a: a.sum(axis=1)
+
+
+def col_sum(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    x = te.placeholder((M, N), name="x")
+    i = te.reduce_axis(M, name="i")
+    return te.compute((N,), lambda j: te.sum(x[i, j], axis=i), name="out"), lambda a: a.sum(axis=0)
+
+
+def softmax_def(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    return softmax.define({"M": M, "N": N}, "float32"), softmax.reference
+
+
+def layernorm_def(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    return layernorm.define({"M": M, "N": N}, "float32"), layernorm.reference
+
+
+def conv_def(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    shape = {"N": 1, "C": 3, "H": 9, "W": 11, "K": 5, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+    return conv2d.define(shape, "float32"), lambda x, w: conv2d.reference(x, w, pad=1)
+
+
+SKETCH = {matmul: "gemm", matmul_tt: "gemm", batched: "gemm", dense: "gemm", bias_relu: "tiled",
+          row_sum: "rows", col_sum: "tiled", softmax_def: "rows", layernorm_def: "rows", conv_def: "tiled"}
+
+
+@pytest.mark.parametrize("make", list(SKETCH), ids=lambda f: f.__name__)
 @pytest.mark.parametrize("shape", [(37, 50, 29), (1, 7, 127)])
 def test_random_configs_of_the_derived_space_are_correct(make, shape) -> None:  # type: ignore[no-untyped-def]
     out, ref = make(*shape)
     auto = AutoScheduler(out, threads=2)
+    assert auto.sketch == SKETCH[make]
     assert len(auto.space) > 1
     rng = random.Random(hash(shape) & 0xFFFF)
     ins = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")
            for t in te.input_tensors(out) if t.is_placeholder]
-    for _ in range(3):
-        cfg = auto.space.sample(rng)
-        k = build(auto_schedule(out, cfg, threads=2), threads=2)
+    cfgs = [auto.space.validate(auto.presets()[0])] + [auto.space.sample(rng) for _ in range(2)]
+    for cfg in cfgs:
+        s = Schedule(out)
+        opts = auto.apply(s, cfg)
+        k = build(s, threads=2, reassoc=opts.reassoc)
         np.testing.assert_allclose(k(*ins), ref(*ins), rtol=1e-4, atol=1e-4)
 
 
-def test_rules_derive_tiling_packing_cache_and_parallel_knobs() -> None:
-    out, _ = matmul(64, 64, 64)
+def test_a_gemm_is_recognised_in_any_layout_and_nothing_else_is() -> None:
+    g = match_gemm(matmul_tt(8, 16, 4)[0])
+    assert g is not None and (g.i, g.j, g.k, g.a_dims, g.b_dims) == ("m", "n", "r", (1, 0), (0, 1))
+    assert match_gemm(batched(8, 16, 4)[0]).batch == ("b",)  # type: ignore[union-attr]
+    for make in (bias_relu, row_sum, col_sum, conv_def):
+        assert match_gemm(make(8, 16, 4)[0]) is None
+
+
+def test_the_gemm_sketch_is_the_templates_blocking() -> None:
+    """matmul: column blocks, k blocks (B packed there), row blocks (A packed there), register
+    tiles, an accumulator tile on the stack; the epilogue of dense fused at its register tile."""
+    out, _ = matmul(256, 256, 256)
+    auto = AutoScheduler(out, threads=2)
+    s = auto_schedule(out, auto.presets()[0], threads=2)
+    assert s.stages["C"].order == ["j_c", "k_c", "i_c", "j_r", "i_r", "k_k", "i_u", "j_v"]
+    assert s.stages["C"].cache_at == "i_r" and s.stages["C"].loop_kind["j_c"] == "parallel"
+    assert s.stages["B_p"].attach == ("at", "C", "k_c") and s.stages["A_p"].attach == ("at", "C", "i_c")
+    out, _ = dense(256, 256, 256)
+    auto = AutoScheduler(out, threads=2)
+    assert auto.epilogue and auto.space.by_name["fuse"].values() == ["tile", "block"]
+    s = auto_schedule(out, auto.presets()[0], threads=2)
+    assert s.stages["d"].attach[:2] == ("at", "out") and s.stages["d"].cache_at == "j_r"
+
+
+def test_register_tiles_fit_the_targets_vector_registers() -> None:
+    out, _ = matmul(1024, 1024, 1024)
+    lane, regs = lanes("float32"), vector_target()[1]
+    for tile in AutoScheduler(out, threads=1).register_tiles():
+        mr, nr = (int(x) for x in tile.split("x"))
+        assert nr % lane == 0 and mr * (nr // lane) + nr // lane + 1 <= regs
+
+
+def test_row_programs_attach_producers_vectorise_and_reassociate() -> None:
+    out, _ = softmax_def(64, 256, 0)
+    auto = AutoScheduler(out, threads=2)
+    s = Schedule(out)
+    assert auto.apply(s, auto.space.validate({"rows": 8, "attach": "block", "parallel": True})).reassoc
+    assert s.stages["s"].attach == ("at", "y", "i_o") and s.stages["mxa"].attach == ("at", "s", "i")
+    assert s.stages["mxa_part"].order[-1] == "l" and s.stages["mxa_part"].loop_kind["l"] == "vectorize"
+    assert s.stages["y"].loop_kind == {"j": "vectorize", "i_o": "parallel"}
+    out, _ = layernorm_def(64, 256, 0)
+    s = auto_schedule(out, {"rows": 4, "attach": "row", "parallel": False}, threads=2)
+    assert s.stages["rs"].attach == ("at", "y", "i_i") and s.stages["var"].attach == ("at", "rs", "i")
+
+
+def test_rules_derive_tiling_packing_cache_and_parallel_knobs_for_other_reductions() -> None:
+    out, _ = col_sum(64, 64, 0)
     names = set(AutoScheduler(out, threads=2).space.by_name)
-    assert {"tile_i", "tile_j", "tile_k", "cache", "pack_A", "pack_B", "vectorize", "unroll", "parallel"} <= names
+    assert {"tile_j", "tile_i", "cache", "vectorize", "parallel"} <= names
     out2, _ = bias_relu(8, 8, 8)
     assert "inline_t" in AutoScheduler(out2, threads=1).space.by_name

@@ -94,7 +94,39 @@ def g_conv2d_flat_scratch():
                           "pad_at": "blocked_thread", "parallel": "oh"})[0]
 
 
+def _auto(out, cfg):
+    """The auto-scheduler's schedule of a definition at a config given in full (not validated against
+    this machine's space, whose register tiles depend on the ISA: the source must not)."""
+    from autotune.autoschedule import AutoScheduler
+    s = Schedule(out)
+    AutoScheduler(out, threads=2).apply(s, cfg)
+    return s
+
+
+def g_auto_dense_bias_relu():
+    """relu(x @ w + b) from its definition: the GEMM stage computed at the epilogue's 4 x 16 register
+    tile (an accumulator on the stack over the packed panels), the epilogue written once."""
+    x = te.placeholder((10, 7), name="x")
+    w = te.placeholder((7, 40), name="w")
+    b = te.placeholder((40,), name="b")
+    k = te.reduce_axis(7, name="k")
+    d = te.compute((10, 40), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="d")
+    out = te.compute((10, 40), lambda i, j: te.max(d[i, j] + b[j], 0.0), name="out")
+    return _auto(out, {"fuse": "tile", "tile": "4x16", "kc": 7, "mc_panels": 4, "jc_blocks": 1, "order": "jr_ir",
+                       "pack_a": True, "parallel": True})
+
+
+def g_auto_row_sum():
+    """x.sum(axis=1) from its definition: blocks of 4 rows over the threads, each row's sum in a
+    stack accumulator (vectorised by reassociation when compiled with reassoc)."""
+    x = te.placeholder((37, 29), name="x")
+    j = te.reduce_axis(29, name="j")
+    return _auto(te.compute((37,), lambda i: te.sum(x[i, j], axis=j), name="out"), {"rows": 4, "parallel": True})
+
+
 CASES = {
+    "auto_dense_bias_relu": g_auto_dense_bias_relu,
+    "auto_row_sum": g_auto_row_sum,
     "conv2d_flat": g_conv2d_flat,
     "conv2d_flat_scratch": g_conv2d_flat_scratch,
     "matmul_37x29x23_packed": g_matmul_packed,
@@ -112,7 +144,9 @@ def reference(name, arrays):
         return np.maximum(arrays[0] * 2 + arrays[1], 0)
     if name == "split_tail":
         return np.exp(arrays[0]) - 1
-    if name == "fused_epilogue":
+    if name == "auto_row_sum":
+        return arrays[0].sum(axis=1)
+    if name in ("fused_epilogue", "auto_dense_bias_relu"):
         return np.maximum(arrays[0] @ arrays[1] + arrays[2], 0)
     if name in ("conv2d_flat", "conv2d_flat_scratch"):
         from templates.conv2d import reference as conv2d
