@@ -47,11 +47,11 @@ def test_a_training_task_unknown_here_trains_at_the_least_weight(training: Datas
     data = Dataset()
     data.add(training.X[:40], training.seconds[:40], MATMUL.key())
     data.add(training.X[40:], training.seconds[40:], CONV.key())
-    data.add(training.X[:5], training.seconds[:5], "row_dot|X0=256,W0=64,X1=64|float32|threads=2")  # a user op
+    data.add(training.X[:5], training.seconds[:5], "never_defined_op|X0=256,W0=64,X1=64|float32|threads=2")  # a user op
     w = similarity_weights(data, TARGET)
-    assert w["row_dot|X0=256,W0=64,X1=64|float32|threads=2"] == min(w.values()) == w[CONV.key()]
+    assert w["never_defined_op|X0=256,W0=64,X1=64|float32|threads=2"] == min(w.values()) == w[CONV.key()]
     only_unknown = Dataset()
-    only_unknown.add(training.X[:5], training.seconds[:5], "row_dot|X0=256|float32|threads=2")
+    only_unknown.add(training.X[:5], training.seconds[:5], "never_defined_op|X0=256|float32|threads=2")
     with pytest.raises(ModelError, match="none of the prior's training tasks can be rebuilt here"):
         similarity_weights(only_unknown, TARGET)
 
