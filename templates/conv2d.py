@@ -4,7 +4,7 @@ A direct convolution blocked like a GEMM micro-kernel: the weights are repacked 
 kb output channels (s.pack on W along K: Wp[K/kb, C, R, S, kb], zero padded), and each tile of
 ohb x owb output pixels times kb channels accumulates in a stack tile acc[ohb, owb, kb] (pixel
 loops unrolled, the channel loop vectorized innermost, so each step is one broadcast of an
-input pixel times kb/16 weight vectors). Knob names in brackets::
+input pixel times kb/lanes weight vectors). Knob names in brackets::
 
     Xp = zero-padded X     (a root stage computed once, per row block at oho, per thread, or
                             inlined), or Xb = the padded X blocked by cb channels,
@@ -21,7 +21,7 @@ input pixel times kb/16 weight vectors). Knob names in brackets::
           Y[tile] (+)= acc     (clamped to the valid region: awkward shapes work)
 
 [tile] is "KBxOHBxOWB"; only tiles whose accumulators (plus the weight vectors and a broadcast)
-fit the 32 vector registers are offered. With stride 1, tiles "wKBxPB" use a second definition
+fit the target's vector registers are offered. With stride 1, tiles "wKBxPB" use a second definition
 (define_flat): the padded image flattened row by row, so a tile is KB output channels (unrolled,
 each weight broadcast) by PB consecutive pixels (vectorized) and every tap reads one contiguous
 run of the input::
@@ -42,6 +42,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
+from autotune.target import Target, host
 from templates.gemm import fit as _fit
 
 
@@ -109,7 +110,7 @@ def define_flat(shape: Shape, dtype: str) -> te.Tensor:
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((K, C, R, S), dtype, name="W")
     zero = te.const(0, dtype)
-    vec = 16 if dtype == "float32" else 8
+    vec = host().lanes(dtype)
     Xf = te.compute(  # slack for whole tiles of up to 8 vectors of pixels past the last row
         (N, C, Hp * Wp + dil * (S - 1) + 8 * vec),
         lambda n, c, q: te.select(te.all_of(q // Wp >= pad, q // Wp < H + pad, q % Wp >= pad, q % Wp < W + pad),
@@ -130,43 +131,43 @@ def define_for(shape: Shape, dtype: str, cfg: Config) -> te.Tensor:
     return define_flat(shape, dtype) if cfg["tile"].startswith("w") else define(shape, dtype)
 
 
-MAX_ACC_VECTORS = 32  # vector registers (AVX-512 has 32); larger register tiles spill
-
-
-def tiles(shape: Shape, dtype: str) -> list[str]:
-    """Register tiles "KBxOHBxOWB" (output channels x rows x columns) that fit the vector registers."""
+def tiles(shape: Shape, dtype: str, target: Target | None = None) -> list[str]:
+    """Register tiles "KBxOHBxOWB" (output channels x rows x columns) that fit the target's vector
+    registers (larger ones spill), then the flattened-width tiles "wKBxPB" (stride 1)."""
+    target = target or host()
     K = shape["K"]
     OH, OW = conv_geometry(shape, "conv2d")[:2]
-    vec = 16 if dtype == "float32" else 8
+    vec = target.lanes(dtype)
     ows = _fit(sorted({4, 8, 16} | {d for d in range(3, 29) if OW % d == 0}), OW)
     out = []
     for kb in _fit([vec, 2 * vec, 3 * vec, 4 * vec], K):
         nvec = -(-min(kb, K) // vec)
         for ohb in _fit([1, 2, 4], OH):
             for owb in ows:
-                acc = min(ohb, OH) * min(owb, OW) * nvec
                 # accumulators + the kb/vec weight vectors + one broadcast pixel must fit
-                if acc + nvec + 1 <= MAX_ACC_VECTORS or (ohb == 1 and owb == min(ows)):
+                if target.fits_tile(min(ohb, OH) * min(owb, OW), nvec):
                     out.append(f"{kb}x{ohb}x{owb}")
+    if not out:  # even the smallest tile spills (a tiny register file): offer just it
+        out.append(f"{_fit([vec], K)[0]}x1x{min(ows)}")
     if shape["stride"] == 1:  # flattened-width tiles "wKBxPB": channels x consecutive pixels of Yf
         Wp = conv_geometry(shape, "conv2d")[3]
         for kb in _fit([4, 8, 16], K):
             for pb in _fit([vec, 2 * vec, 3 * vec, 4 * vec, 6 * vec, 7 * vec], OH * Wp):
-                if min(kb, K) * -(-pb // vec) <= MAX_ACC_VECTORS - 4:  # + a pixel vector and weights
+                if min(kb, K) * -(-pb // vec) <= target.registers - 4:  # + a pixel vector and weights
                     out.append(f"w{kb}x{pb}")
     return out
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     N, C, K = shape["N"], shape["C"], shape["K"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
-    vec = 16 if dtype == "float32" else 8
+    vec = (target or host()).lanes(dtype)
     has_pad = Hp > shape["H"] or Wp > shape["W"] or pad > 0
     par = ["none"]
     if threads > 1:
         par = [a for a, e in (("n", N), ("k", -(-K // vec)), ("oh", OH)) if e > 1] or ["none"]
     return ConfigSpace([
-        ChoiceKnob("tile", tiles(shape, dtype)),              # register tile: channels x rows x columns
+        ChoiceKnob("tile", tiles(shape, dtype, target)),              # register tile: channels x rows x columns
         ChoiceKnob("cb", _fit([16, 32, 64, 128, 256], C)),    # input channels per reduction block
         ChoiceKnob("red_order", ["crs", "rsc"]),              # reduction loop order inside the tile
         ChoiceKnob("outer", ["oh_k", "k_oh"]),                # order of the row-block and channel-block loops
@@ -310,19 +311,23 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
-def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
+def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
     """Configs that were fast on a 2-core AVX-512 machine at the default shape: with stride 1, the
-    flattened-width layout with 8 channels x 48 pixels (its input padded per thread, or once on one
-    thread); then the channel-blocked input (padded per thread, or once before the threads start),
-    2 x 7 or 1 x 14 pixels by 32 channels. No reduction split (cb = C)."""
-    sp = space(shape, dtype, threads)
+    flattened-width layout with 8 channels x 3 vectors of pixels (its input padded per thread, or
+    once on one thread); then the channel-blocked input (padded per thread, or once before the
+    threads start), 2 x 7 or 1 x 14 pixels by 2 vectors of channels. No reduction split (cb = C).
+    Tiles the target's registers cannot hold become the nearest that fit (`nearest_tile`)."""
+    target = target or host()
+    vec = target.lanes(dtype)
+    sp = space(shape, dtype, threads, target)
+    offered = sp.by_name["tile"].values()
     out: list[dict] = []
-    flat = [("w8x48", "root" if threads == 1 else "blocked_thread", "crs", "oh_k")] if shape["stride"] == 1 else []
+    flat = [(f"w8x{3 * vec}", "root" if threads == 1 else "blocked_thread", "crs", "oh_k")] if shape["stride"] == 1 else []
     for tile, pad_at, red, outer in flat + [
-            ("32x2x7", "blocked_thread", "rsc", "k_oh"), ("32x2x7", "blocked_root", "rsc", "k_oh"),
-            ("32x1x14", "blocked_thread", "rsc", "k_oh"), ("32x2x4", "blocked_root", "rsc", "k_oh")]:
-        cfg = {"tile": tile, "cb": max(sp.by_name["cb"].values()), "red_order": red, "outer": outer,
-               "pad_at": pad_at, "parallel": "oh"}
+            (f"{2 * vec}x2x7", "blocked_thread", "rsc", "k_oh"), (f"{2 * vec}x2x7", "blocked_root", "rsc", "k_oh"),
+            (f"{2 * vec}x1x14", "blocked_thread", "rsc", "k_oh"), (f"{2 * vec}x2x4", "blocked_root", "rsc", "k_oh")]:
+        cfg = {"tile": nearest_tile(tile, offered, vec), "cb": max(sp.by_name["cb"].values()), "red_order": red,
+               "outer": outer, "pad_at": pad_at, "parallel": "oh"}
         fixed = {}
         for k in sp.knobs:  # snap each value into this shape's space
             vals = k.values()
@@ -330,6 +335,27 @@ def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
         if fixed not in out:
             out.append(fixed)
     return out
+
+
+def nearest_tile(tile: str, offered: list[str], vec: int) -> str:
+    """`tile` if the space offers it, else the offered tile of the same kind (flattened-width or
+    not) with the most accumulator vectors, then the channel block nearest to tile's.
+
+    >>> nearest_tile("32x2x7", ["16x1x4", "16x2x4", "32x1x4"], 16)
+    '32x1x4'
+    """
+    if tile in offered:
+        return tile
+    flat = tile.startswith("w")
+    dims = lambda t: [int(x) for x in t.lstrip("w").split("x")]  # noqa: E731
+    kb = dims(tile)[0]
+
+    def size(t: str) -> tuple[int, int]:
+        d = dims(t)
+        vectors = d[0] * -(-d[1] // vec) if flat else -(-d[0] // vec) * d[1] * d[2]
+        return vectors, -abs(d[0] - kb)
+    same = [t for t in offered if t.startswith("w") == flat]
+    return max(same, key=size) if same else offered[0]
 
 
 def torch_reference(X, W, stride=1, pad=0, dilation=1):  # type: ignore[no-untyped-def]

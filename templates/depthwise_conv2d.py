@@ -21,6 +21,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
 from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
+from autotune.target import Target, host
 from templates.gemm import fit as _fit
 
 
@@ -38,10 +39,10 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
         name="Y")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     N, C, H, W = shape["N"], shape["C"], shape["H"], shape["W"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "depthwise_conv2d")
-    vec = 16 if dtype == "float32" else 8
+    vec = (target or host()).lanes(dtype)
     has_pad = Hp > H or Wp > W or pad > 0
     par = ["none"]
     if threads > 1:

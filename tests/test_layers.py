@@ -15,13 +15,14 @@ PACKAGES = ("autotune", "templates", "measure")
 # module prefix -> layer; the longest matching prefix decides. Lower layers may not import higher ones.
 LAYERS: dict[str, int] = {
     "autotune.errors": 0, "autotune.environment": 0, "autotune.version": 0, "autotune.timing_lock": 0,
+    "autotune.target": 0,  # the machine description: templates derive their tiles from it
     "autotune.ir": 1,
     "autotune.schedule": 2,
     "autotune.codegen": 3,
     "autotune.space": 4,
     "autotune.backends.tpu.emulator": 4,  # a pure model of a TPU core, beneath the TPU templates
     "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
-    "autotune.target": 6, "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
+    "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
     "autotune.backends": 6,  # the registry; the backends themselves sit with the cost models they feed
     "autotune.cost_model": 7, "autotune.backends.cpu": 7, "autotune.backends.tpu": 7,
     "autotune.search": 8,
