@@ -14,6 +14,8 @@ innermost (unit stride in NCHW when stride is 1), rows unrolled::
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Mapping
+
 import numpy as np
 
 from autotune.ir import te
@@ -53,7 +55,24 @@ def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) 
         ChoiceKnob("unroll_rs", [False, True] if shape["R"] * shape["S"] <= 64 else [False]),
         ChoiceKnob("pad_at", ["rows", "root", "inline"] if has_pad else ["none"]),
         ChoiceKnob("parallel", par),
-    ])
+    ], prune=code_size_prune(shape, OW))
+
+
+MAX_VECTOR_LOOPS = 12  # vectorized loops per tile: each costs Numba and LLVM ~0.1 s to compile
+
+
+def code_size_prune(shape: Shape, OW: int) -> Callable[[Mapping[str, Any]], str | None]:
+    """The space's prune rule: the tile's body is one vectorized loop per unrolled row (times R x S
+    with [unroll_rs]), twice over when the columns leave a tail; more than MAX_VECTOR_LOOPS took
+    seconds to a minute to compile."""
+    def prune(cfg: Mapping[str, Any]) -> str | None:
+        owb = min(cfg["owb"], OW)
+        loops = min(cfg["ohb"], shape["H"]) * (shape["R"] * shape["S"] if cfg["unroll_rs"] else 1) * (2 if OW % owb else 1)
+        if loops <= MAX_VECTOR_LOOPS:
+            return None
+        return (f"the {cfg['ohb']}x{cfg['owb']} tile{' with R x S unrolled' if cfg['unroll_rs'] else ''} is "
+                f"{loops} vectorized loops (at most {MAX_VECTOR_LOOPS} compile in about a second)")
+    return prune
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:

@@ -98,3 +98,13 @@ def test_depthwise_vectors_are_the_targets(target: Target) -> None:
     vec = target.lanes("float32")
     owbs = depthwise_conv2d.space(shape, "float32", 2, target).by_name["owb"].values()
     assert vec in owbs and 4 * vec in owbs and max(owbs) <= 4 * vec
+
+
+def test_depthwise_configs_whose_code_would_explode_are_pruned_with_the_reason() -> None:
+    shape = {"N": 1, "C": 64, "H": 56, "W": 56, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+    sp = depthwise_conv2d.space(shape, "float32", 2, Target.named("avx512f"))
+    with pytest.raises(SpaceError, match="8x16 tile with R x S unrolled is 144 vectorized loops"):
+        sp.validate({"ohb": 8, "owb": 16, "pad_at": "rows", "parallel": "c", "unroll_rs": True})
+    sp.validate({"ohb": 8, "owb": 56, "pad_at": "rows", "parallel": "c", "unroll_rs": False})
+    for cfg in sp.grid():
+        assert depthwise_conv2d.code_size_prune(shape, 56)(cfg) is None
