@@ -43,6 +43,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
 from autotune.target import Target, host
+from templates import gemm
 from templates.gemm import fit as _fit
 
 
@@ -126,8 +127,33 @@ def define_flat(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((N, K, OH, OW), lambda n, k, oh, ow: Yf[n, k, oh * Wp + ow], name="Y")
 
 
+def is_pointwise(shape: Shape) -> bool:
+    """A 1x1 window, stride 1, no padding: the convolution is a GEMM over channels per image."""
+    return shape["R"] == 1 and shape["S"] == 1 and shape["stride"] == 1 and shape["pad"] == 0
+
+
+def define_gemm(shape: Shape, dtype: str) -> te.Tensor:
+    """A pointwise convolution as a GEMM per image: C[n, i, j] = sum_k A[i, k] * B[n, k, j] with
+    A = W viewed as (K, C) and B = X viewed as (N, C, H*W) (both inlined into their packed panels),
+    then Y[n, k, oh, ow] = C[n, k, oh*W + ow]. The names (A, B, C; i, j, k) are templates.gemm's."""
+    if not is_pointwise(shape):
+        raise ShapeError("conv2d: the GEMM layout needs a 1x1 window, stride 1 and no padding, "
+                         f"got {shape['R']}x{shape['S']} stride {shape['stride']} pad {shape['pad']}")
+    N, C, H, W, K = (shape[d] for d in ("N", "C", "H", "W", "K"))
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((K, C, 1, 1), dtype, name="W")
+    A = te.compute((K, C), lambda i, c: Wt[i, c, 0, 0], name="A")
+    B = te.compute((N, C, H * W), lambda n, c, q: X[n, c, q // W, q % W], name="B")
+    k = te.reduce_axis(C, name="k")
+    Cm = te.compute((N, K, H * W), lambda n, i, j: te.sum(B[n, k, j] * A[i, k], axis=k), name="C")  # X first: the inputs keep their order
+    return te.compute((N, K, H, W), lambda n, kk, oh, ow: Cm[n, kk, oh * W + ow], name="Y")
+
+
 def define_for(shape: Shape, dtype: str, cfg: Config) -> te.Tensor:
-    """define_flat for the flattened-width tiles ("w..."), else define."""
+    """define_gemm for the GEMM tiles ("g..."), define_flat for the flattened-width tiles ("w..."),
+    else define."""
+    if cfg["tile"].startswith("g"):
+        return define_gemm(shape, dtype)
     return define_flat(shape, dtype) if cfg["tile"].startswith("w") else define(shape, dtype)
 
 
@@ -149,6 +175,11 @@ def tiles(shape: Shape, dtype: str, target: Target | None = None) -> list[str]:
                     out.append(f"{kb}x{ohb}x{owb}")
     if not out:  # even the smallest tile spills (a tiny register file): offer just it
         out.append(f"{_fit([vec], K)[0]}x1x{min(ows)}")
+    if is_pointwise(shape):  # GEMM register tiles "gMRxNR": MR output channels x NR pixels
+        for mr in _fit([4, 8], K):
+            for nr in _fit([2 * vec, 3 * vec, 4 * vec], OH * OW):
+                if target.fits_tile(min(mr, K), -(-min(nr, OH * OW) // vec)):
+                    out.append(f"g{mr}x{nr}")
     if shape["stride"] == 1:  # flattened-width tiles "wKBxPB": channels x consecutive pixels of Yf
         Wp = conv_geometry(shape, "conv2d")[3]
         for kb in _fit([4, 8, 16], K):
@@ -185,6 +216,8 @@ def input_placements(has_pad: bool) -> list[str]:
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    if cfg["tile"].startswith("g"):
+        return schedule_gemm(s, cfg, shape, threads)
     if cfg["tile"].startswith("w"):
         return schedule_flat(s, cfg, shape, threads)
     N, C, K = shape["N"], shape["C"], shape["K"]
@@ -267,6 +300,37 @@ def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> Codeg
     return CodegenOptions()
 
 
+def schedule_gemm(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    """Schedule define_gemm with templates.gemm's blocking: Y (the copy into NCHW) runs over
+    threads in chunks of whole MR-row panels of output channels ([parallel] "k" or "oh"; "n": per
+    image), each computing its rows of C with an MR x NR register tile, k blocks of [cb]
+    channels, B's panels packed per k block and A's per row block; [outer] orders the register
+    tiles (pixel panels outer for "oh_k")."""
+    N, C, K = shape["N"], shape["C"], shape["K"]
+    OH, OW = conv_geometry(shape, "conv2d")[:2]
+    mr, nr = (int(x) for x in cfg["tile"][1:].split("x"))
+    g = {"M": K, "N": OH * OW, "K": C}
+    gcfg = {"mr": mr, "nr": nr, "kc": cfg["cb"], "mc_panels": 64, "order": "jr_ir" if cfg["outer"] == "oh_k" else "ir_jr",
+            "pack_a": True}
+    mr, nr, kc, mc = gemm.tiles(gcfg, g)
+    par = cfg["parallel"] if threads > 1 else "none"
+    at = "n"
+    if par in ("k", "oh"):  # whole panels per thread, so the panels' indices stay affine
+        s.split("Y", "kk", -(-K // (mr * threads)) * mr, "kt", "km")
+        s.reorder("Y", "kt", "n", "km", "oh", "ow")
+        at = "kt"
+        mc = min(mc, -(-K // (mr * threads)) * mr)
+    s.vectorize("Y", "ow")
+    s.compute_at("C", "Y", at)
+    if par != "none":
+        s.parallel("Y", at)
+    b_panels = gemm.pack_panels(s, gcfg, mr, nr, "A", "B")
+    s.compute_inline("A")
+    s.compute_inline("B")
+    gemm.blocked(s, "C", gcfg, mr, nr, kc, mc, nc=-(-OH * OW // nr) * nr, outer=("n", "jc"), b_panels=b_panels)
+    return CodegenOptions()
+
+
 def reduction_loops(s: Schedule, stage: str, cfg: Config, cb: int, C: int) -> tuple[list[str], list[str]]:
     """Split the channel reduction into blocks of cb ([cb]) when cb < C: (loops outside the register
     tile, loops inside it in [red_order])."""
@@ -338,23 +402,24 @@ def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None
 
 
 def nearest_tile(tile: str, offered: list[str], vec: int) -> str:
-    """`tile` if the space offers it, else the offered tile of the same kind (flattened-width or
-    not) with the most accumulator vectors, then the channel block nearest to tile's.
+    """`tile` if the space offers it, else the offered tile of the same kind (GEMM "g",
+    flattened-width "w" or direct) with the most accumulator vectors, then the channel block
+    nearest to tile's.
 
-    >>> nearest_tile("32x2x7", ["16x1x4", "16x2x4", "32x1x4"], 16)
+    >>> nearest_tile("32x2x7", ["16x1x4", "16x2x4", "32x1x4", "w8x32"], 16)
     '32x1x4'
     """
     if tile in offered:
         return tile
-    flat = tile.startswith("w")
-    dims = lambda t: [int(x) for x in t.lstrip("w").split("x")]  # noqa: E731
+    kind = lambda t: t[0] if t[0] in "gw" else ""  # noqa: E731
+    dims = lambda t: [int(x) for x in t[len(kind(t)):].split("x")]  # noqa: E731
     kb = dims(tile)[0]
 
     def size(t: str) -> tuple[int, int]:
         d = dims(t)
-        vectors = d[0] * -(-d[1] // vec) if flat else -(-d[0] // vec) * d[1] * d[2]
+        vectors = d[0] * -(-d[1] // vec) if kind(t) else -(-d[0] // vec) * d[1] * d[2]
         return vectors, -abs(d[0] - kb)
-    same = [t for t in offered if t.startswith("w") == flat]
+    same = [t for t in offered if kind(t) == kind(tile)]
     return max(same, key=size) if same else offered[0]
 
 

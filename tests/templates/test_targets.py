@@ -65,6 +65,10 @@ def test_avx512_presets_are_the_register_tiles_tuned_there() -> None:
 def conv_tile_vectors(tile: str, shape, vec: int) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """(accumulator vectors, operand vectors held besides them) of a conv2d tile."""
     OH, OW = conv2d.conv_geometry(shape, "conv2d")[:2]
+    if tile.startswith("g"):  # MR channels (broadcast) x NR pixels, NR / lanes B vectors
+        mr, nr = (int(x) for x in tile[1:].split("x"))
+        nvec = -(-min(nr, OH * OW) // vec)
+        return min(mr, shape["K"]) * nvec, nvec + 1
     if tile.startswith("w"):
         kb, pb = (int(x) for x in tile[1:].split("x"))
         return min(kb, shape["K"]) * -(-pb // vec), 4
@@ -108,3 +112,17 @@ def test_depthwise_configs_whose_code_would_explode_are_pruned_with_the_reason()
     sp.validate({"ohb": 8, "owb": 56, "pad_at": "rows", "parallel": "c", "unroll_rs": False})
     for cfg in sp.grid():
         assert depthwise_conv2d.code_size_prune(shape, 56)(cfg) is None
+
+
+@pytest.mark.parametrize("shape, threads", [("1x40x5x11x20x1x1", 2), ("2x24x7x9x13x1x1", 1), ("2x24x7x9x13x1x1", 2)])
+def test_pointwise_convolutions_as_a_gemm_match_the_reference(shape: str, threads: int) -> None:
+    from autotune.task import Task
+    t = Task.create("conv2d", shape, threads=threads)
+    sp = t.space()
+    tiles = [x for x in sp.by_name["tile"].values() if x.startswith("g")]
+    assert tiles and not [x for x in Task.create("conv2d", "1x8x9x9x8x3x3x1x1").space().by_name["tile"].values()
+                          if x.startswith("g")]   # only 1x1, stride 1, no padding
+    for tile in tiles[:2]:
+        for par in sp.by_name["parallel"].values():
+            cfg = {**dict(t.default_config()), "tile": tile, "parallel": par, "cb": sp.by_name["cb"].values()[0]}
+            t.verify(t.build(cfg))
