@@ -253,7 +253,8 @@ class ConfigSpace:
         """The number of combinations of knob values (pruned ones included: an upper bound)."""
         return math.prod(len(k.values()) for k in self.knobs)
 
-    def _allowed(self, cfg: Mapping[str, Any]) -> bool:
+    def allows(self, cfg: Mapping[str, Any]) -> bool:
+        """Whether the prune rule keeps cfg (a combination of this space's knob values)."""
         return self.prune is None or self.prune(cfg) is None
 
     def __repr__(self) -> str:
@@ -281,7 +282,7 @@ class ConfigSpace:
     def sample(self, rng: random.Random) -> Config:
         for _ in range(1000):
             cfg = Config({k.name: rng.choice(k.values()) for k in self.knobs})
-            if self._allowed(cfg):
+            if self.allows(cfg):
                 return cfg
         for cfg in self.grid():  # a space pruned almost to nothing: its first allowed config
             return cfg
@@ -314,7 +315,7 @@ class ConfigSpace:
             for v in k.neighbours(cfg[k.name]):
                 d = dict(cfg)
                 d[k.name] = v
-                if self._allowed(d):
+                if self.allows(d):
                     out.append(Config(d))
         return out
 
@@ -326,10 +327,10 @@ class ConfigSpace:
         k = rng.choice(self.knobs)
         d = dict(cfg)
         d[k.name] = rng.choice(k.values())
-        return Config(d) if self._allowed(d) else self.sample(rng)
+        return Config(d) if self.allows(d) else self.sample(rng)
 
     def grid(self) -> Iterator[Config]:
         for combo in itertools.product(*(k.values() for k in self.knobs)):
             cfg = Config({k.name: v for k, v in zip(self.knobs, combo)})
-            if self._allowed(cfg):
+            if self.allows(cfg):
                 yield cfg
