@@ -22,7 +22,7 @@ import json
 import math
 import random
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autotune.errors import SpaceError
 
@@ -234,17 +234,28 @@ class Config(Mapping[str, Any]):
 
 
 class ConfigSpace:
-    """An ordered set of knobs. Sampling and neighbours stay inside the space."""
+    """An ordered set of knobs. Sampling and neighbours stay inside the space.
 
-    def __init__(self, knobs: Sequence[Knob]) -> None:
+    `prune(values)` (optional) names why a combination of knob values is left out (a register
+    tile larger than the registers, code that would explode), else None: validate() rejects such
+    configs with that reason, sampling, neighbours and the grid never give them.
+    """
+
+    def __init__(self, knobs: Sequence[Knob], prune: Callable[[Mapping[str, Any]], str | None] | None = None) -> None:
         names = [k.name for k in knobs]
         if len(set(names)) != len(names):
             raise SpaceError(f"knob names repeat: {names}")
         self.knobs = list(knobs)
         self.by_name = {k.name: k for k in knobs}
+        self.prune = prune
 
     def __len__(self) -> int:
+        """The number of combinations of knob values (pruned ones included: an upper bound)."""
         return math.prod(len(k.values()) for k in self.knobs)
+
+    def allows(self, cfg: Mapping[str, Any]) -> bool:
+        """Whether the prune rule keeps cfg (a combination of this space's knob values)."""
+        return self.prune is None or self.prune(cfg) is None
 
     def __repr__(self) -> str:
         return f"ConfigSpace({', '.join(f'{k.name}[{len(k.values())}]' for k in self.knobs)}; size {len(self)})"
@@ -259,13 +270,23 @@ class ConfigSpace:
         missing = set(self.by_name) - set(values)
         if missing:
             raise SpaceError(f"missing knobs {sorted(missing)}")
-        return Config({k.name: k.validate(values[k.name]) for k in self.knobs})
+        cfg = Config({k.name: k.validate(values[k.name]) for k in self.knobs})
+        why = self.prune(cfg) if self.prune is not None else None
+        if why is not None:
+            raise SpaceError(f"config pruned from the space: {why}")
+        return cfg
 
     def from_json(self, d: Any) -> Config:
         return self.validate(d)
 
     def sample(self, rng: random.Random) -> Config:
-        return Config({k.name: rng.choice(k.values()) for k in self.knobs})
+        for _ in range(1000):
+            cfg = Config({k.name: rng.choice(k.values()) for k in self.knobs})
+            if self.allows(cfg):
+                return cfg
+        for cfg in self.grid():  # a space pruned almost to nothing: its first allowed config
+            return cfg
+        raise SpaceError("every config of the space is pruned")
 
     def sample_new(self, rng: random.Random, exclude: set[Config] | frozenset[Config], n: int) -> list[Config]:
         """Up to n distinct random configs not in `exclude` (bounded tries: a nearly exhausted
@@ -294,7 +315,8 @@ class ConfigSpace:
             for v in k.neighbours(cfg[k.name]):
                 d = dict(cfg)
                 d[k.name] = v
-                out.append(Config(d))
+                if self.allows(d):
+                    out.append(Config(d))
         return out
 
     def mutate(self, cfg: Config, rng: random.Random) -> Config:
@@ -305,8 +327,10 @@ class ConfigSpace:
         k = rng.choice(self.knobs)
         d = dict(cfg)
         d[k.name] = rng.choice(k.values())
-        return Config(d)
+        return Config(d) if self.allows(d) else self.sample(rng)
 
     def grid(self) -> Iterator[Config]:
         for combo in itertools.product(*(k.values() for k in self.knobs)):
-            yield Config({k.name: v for k, v in zip(self.knobs, combo)})
+            cfg = Config({k.name: v for k, v in zip(self.knobs, combo)})
+            if self.allows(cfg):
+                yield cfg

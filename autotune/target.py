@@ -1,9 +1,88 @@
-"""The target a measurement was taken on: CPU model, ISA, threads, library versions."""
+"""The machine kernels are generated for and measured on: its vector unit, caches and cores.
+
+`host()` describes this machine once (ISA from LLVM's host features, caches from the OS);
+`Target.named(isa)` describes another ISA (for tests and for reading logs made elsewhere).
+Templates derive their register tiles, vector widths and presets from a Target; the roofline
+model its peak; every log record carries `current_target(threads)`.
+
+Example::
+
+    >>> t = Target.named("avx2")
+    >>> t.lanes("float32"), t.lanes("float64"), t.registers
+    (8, 4, 16)
+    >>> Target.named("avx512f").fits_tile(rows=6, vectors=3)   # 18 accumulators + 3 B vectors + 1 broadcast
+    True
+    >>> t.fits_tile(rows=6, vectors=3)
+    False
+"""
 from __future__ import annotations
 
 import functools
+import os
 import platform
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from autotune.errors import AutotuneError
+
+# ISA -> (vector bits, vector registers, FMA units, FMA latency in cycles); AVX and SSE have no
+# FMA: a multiply and an add unit, the add's latency
+ISAS: dict[str, tuple[int, int, int, int]] = {
+    "avx512f": (512, 32, 2, 4),
+    "avx2": (256, 16, 2, 4),
+    "avx": (256, 16, 1, 4),
+    "sse4.2": (128, 16, 1, 4),
+    "neon": (128, 32, 2, 4),
+}
+_ITEMSIZE = {"float32": 4, "float64": 8}
+_DEFAULT_CACHES = (32 << 10, 1 << 20, 32 << 20)  # L1d, L2, L3 bytes when the OS does not say
+
+
+@dataclass(frozen=True)
+class Target:
+    """A CPU as the code generator sees it.
+
+    isa: the widest vector ISA ("avx512f", "avx2", "avx", "sse4.2", "neon", else the machine name);
+    vector_bits: the width of the vectors generated code uses; registers: vector registers;
+    fma_units, fma_latency: fused multiply-add units and their latency in cycles; l1d, l2, l3:
+    cache sizes in bytes (per core for L1d and L2); cores: CPUs this process may run on.
+    """
+    isa: str
+    vector_bits: int = 128
+    registers: int = 16
+    fma_units: int = 2
+    fma_latency: int = 4
+    l1d: int = _DEFAULT_CACHES[0]
+    l2: int = _DEFAULT_CACHES[1]
+    l3: int = _DEFAULT_CACHES[2]
+    cores: int = 1
+
+    @classmethod
+    def named(cls, isa: str, **overrides: Any) -> "Target":
+        """The description of an ISA from the table (other fields: defaults, or `overrides`)."""
+        if isa not in ISAS:
+            raise AutotuneError(f"unknown ISA {isa!r}; known: {', '.join(ISAS)}")
+        bits, regs, units, latency = ISAS[isa]
+        return cls(**{"isa": isa, "vector_bits": bits, "registers": regs, "fma_units": units,
+                      "fma_latency": latency, **overrides})
+
+    def lanes(self, dtype: str) -> int:
+        """Elements of `dtype` per vector register."""
+        if dtype not in _ITEMSIZE:
+            raise AutotuneError(f"dtype {dtype!r} has no vector lanes; use one of {', '.join(_ITEMSIZE)}")
+        return max(1, self.vector_bits // 8 // _ITEMSIZE[dtype])
+
+    def fits_tile(self, rows: int, vectors: int, extra: int = 1) -> bool:
+        """Whether a register tile of `rows` x `vectors` accumulator vectors fits the registers,
+        with the `vectors` operand vectors loaded per step and `extra` more (a broadcast)."""
+        return rows * vectors + vectors + extra <= self.registers
+
+    def to_json(self) -> dict[str, Any]:
+        """The compact form a log record keeps (caches in KiB)."""
+        return {"vector_bits": self.vector_bits, "registers": self.registers,
+                "fma": [self.fma_units, self.fma_latency],
+                "caches_kib": [self.l1d >> 10, self.l2 >> 10, self.l3 >> 10], "cores": self.cores}
 
 
 @functools.lru_cache(maxsize=1)
@@ -28,7 +107,50 @@ def isa() -> str:
     for name in ("avx512f", "avx2", "avx", "sse4.2", "neon"):
         if f"+{name}" in feats:
             return name
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return "neon"
     return platform.machine()
+
+
+def _size(text: str) -> int:
+    """'48K' -> 49152 (sysfs cache sizes)."""
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+def cache_sizes(root: str | os.PathLike[str] = "/sys/devices/system/cpu/cpu0/cache") -> tuple[int, int, int]:
+    """(L1d, L2, L3) bytes from sysfs, else os.sysconf, else typical sizes."""
+    found: dict[int, int] = {}
+    for d in sorted(Path(root).glob("index*")):
+        try:
+            level = int((d / "level").read_text())
+            kind = (d / "type").read_text().strip()
+            size = _size((d / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction":
+            found[level] = size
+    for level, name in ((1, "SC_LEVEL1_DCACHE_SIZE"), (2, "SC_LEVEL2_CACHE_SIZE"), (3, "SC_LEVEL3_CACHE_SIZE")):
+        if level not in found and name in os.sysconf_names:
+            try:
+                if os.sysconf(name) > 0:
+                    found[level] = os.sysconf(name)
+            except (OSError, ValueError):
+                pass
+    return found.get(1, _DEFAULT_CACHES[0]), found.get(2, _DEFAULT_CACHES[1]), found.get(3, _DEFAULT_CACHES[2])
+
+
+@functools.lru_cache(maxsize=1)
+def host() -> Target:
+    """This machine, detected once: ISA and vector unit from LLVM's host features, caches from
+    the OS, cores from the CPUs this process may run on."""
+    name = isa()
+    l1d, l2, l3 = cache_sizes()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if name in ISAS:
+        return Target.named(name, l1d=l1d, l2=l2, l3=l3, cores=cores)
+    return Target(name, l1d=l1d, l2=l2, l3=l3, cores=cores)
 
 
 def versions() -> dict[str, str]:
@@ -42,7 +164,7 @@ def versions() -> dict[str, str]:
 
 def current_target(threads: int) -> dict[str, Any]:
     """A JSON description of this machine for `threads` threads."""
-    return {"cpu": cpu_model(), "isa": isa(), "threads": threads, "versions": versions()}
+    return {"cpu": cpu_model(), "isa": isa(), "threads": threads, **host().to_json(), "versions": versions()}
 
 
 def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -2,9 +2,12 @@
 at a time in a timing worker pinned to its cores.
 
 A kernel that segfaults, hangs or loops forever kills (or gets killed with) only its worker,
-which is replaced; its result records the error kind and the tuner goes on. Timings never
-overlap: the compile phase finishes before the timing phase starts, and the timing worker holds
-a machine-wide file lock while it times. Each result is reported (on_result) the moment it is
+which is replaced; its result records the error kind and the tuner goes on. Compiles overlap
+measurements: each candidate is checked and timed as soon as it compiled, while the others keep
+compiling on cores the timing does not use; compile workers pinned to the timing cores are paused
+(SIGSTOP) while a candidate is timed, so nothing of this runner competes with a timing (with
+--threads equal to the cores, compiles thus run between timings). The timing worker holds a
+machine-wide file lock while it times. Each result is reported (on_result) the moment it is
 known: a compile error at once, a measurement when its worker answers.
 
 Infrastructure is not a config's fault: a worker that dies on a config is replaced and the
@@ -22,6 +25,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -30,7 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from autotune.environment import settings, worker_env
 from autotune.errors import AutotuneError
@@ -162,6 +166,8 @@ class LocalRunner:
         self.lock = lock_path(cache)
         allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
         self.timing_cores = list(options.timing_cores) or allowed[:max(1, settings().threads)]
+        # compile worker k runs on core_of[k]: the cores the timing leaves free first
+        self._core_of = [c for c in allowed if c not in self.timing_cores] + [c for c in allowed if c in self.timing_cores]
         self._compilers: list[_Worker] = []
         self._timer: _Worker | None = None
         self.workers_replaced = 0
@@ -174,16 +180,20 @@ class LocalRunner:
         self.close()
 
     # ---- workers ----------------------------------------------------------------------------
-    def _start(self, role: str) -> _Worker:
+    def _start(self, role: str, slot: int = 0) -> _Worker:
         from templates import USER_MODULES
         here = settings()
         beside = tuple(p for p in sys.path if p) if USER_MODULES else ()  # a user's module may live beside their script
+        cores = tuple(self.timing_cores) if role == "measure" else (self._compile_core(slot),)
         return _Worker(WorkerSetup(
             role, self.options.cache_dir or str(here.cache_dir), here.threads,
-            cores=tuple(self.timing_cores) if role == "measure" else (),
+            cores=cores,
             lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside))
 
-    def _ensure_ready(self, w: _Worker, role: str) -> _Worker:
+    def _compile_core(self, slot: int) -> int:
+        return self._core_of[slot % len(self._core_of)]
+
+    def _ensure_ready(self, w: _Worker, role: str, slot: int = 0) -> _Worker:
         """w once it answered its setup, else a new worker of `role` (at most start_attempts starts
         in all). _Unavailable when none starts; AutotuneError when the environment forbids it."""
         attempt = 1
@@ -203,7 +213,7 @@ class LocalRunner:
             if attempt >= self.options.start_attempts:
                 raise _Unavailable(f"a {role} worker could not start ({attempt} attempts): {why}")
             attempt += 1
-            w = self._start(role)
+            w = self._start(role, slot)
         return w
 
     def _payload(self, inp: MeasureInput, kind: str) -> dict[str, Any]:
@@ -212,26 +222,28 @@ class LocalRunner:
                 "max_spread": self.options.max_spread, "retries": self.options.retries}
 
     # ---- phases -----------------------------------------------------------------------------
-    def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None]
-                     ) -> list[dict[str, Any]]:
-        """Compile every input in parallel; return one outcome per input, passing each failure to
-        `failed` the moment it is known. A worker that dies is replaced and its input compiled once
-        more before the death is the input's verdict."""
+    def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None],
+                     compiled: Callable[[int, dict[str, Any]], None]) -> None:
+        """Compile every input in parallel, passing each failure to `failed` and each success to
+        `compiled` (which measures it) the moment it is known, new compiles started first. A worker
+        that dies is replaced and its input compiled once more before the death is the input's
+        verdict."""
         while len(self._compilers) < min(self.n_compile, len(inputs)):
-            self._compilers.append(self._start("compile"))
+            self._compilers.append(self._start("compile", len(self._compilers)))
         for slot, w in enumerate(self._compilers):
-            self._compilers[slot] = self._ensure_ready(w, "compile")
-        outcomes: list[dict[str, Any] | None] = [None] * len(inputs)
+            self._compilers[slot] = self._ensure_ready(w, "compile", slot)
         deaths = [0] * len(inputs)
         lost = 0  # workers found dead before they got work
         queue = list(range(len(inputs)))
         busy: dict[int, tuple[int, float]] = {}  # worker slot -> (input index, deadline)
+        ready: list[tuple[int, dict[str, Any]]] = []  # compiled, not yet measured
 
         def done(i: int, outcome: dict[str, Any]) -> None:
-            outcomes[i] = outcome
-            if not outcome.get("ok"):
+            if outcome.get("ok"):
+                ready.append((i, outcome))
+            else:
                 failed(i, outcome)
-        while queue or busy:
+        while queue or busy or ready:
             for slot, w in enumerate(self._compilers):
                 if slot not in busy and queue:
                     i = queue.pop(0)
@@ -247,8 +259,16 @@ class LocalRunner:
                         w = self._compilers[slot]
                         continue
                     busy[slot] = (i, time.monotonic() + self.options.compile_timeout)
+            if ready:  # measure one (new compiles already started), then look at the compilers again
+                i, outcome = ready.pop(0)
+                t0 = time.monotonic()
+                with self._paused([s for s in busy if self._compile_core(s) in self.timing_cores]):
+                    compiled(i, outcome)
+                paused = time.monotonic() - t0  # a paused compile's deadline moves by the pause
+                busy = {s: (j, d + paused if self._compile_core(s) in self.timing_cores else d)
+                        for s, (j, d) in busy.items()}
             fds = [self._compilers[s] for s in busy]
-            if fds and all(not w.buf for w in fds):  # wait for a reply, at most until the nearest deadline
+            if fds and not ready and all(not w.buf for w in fds):  # wait for a reply, at most until the nearest deadline
                 wait = max(0.0, min(d for _, d in busy.values()) - time.monotonic())
                 select.select([w.fileno() for w in fds], [], [], min(wait, 0.5))
             for slot in list(busy):
@@ -275,12 +295,27 @@ class LocalRunner:
                     self._replace_compiler(slot)
                     done(i, {"ok": False, "error": "compile_timeout",
                              "message": f"compile took over {self.options.compile_timeout:g} s"})
-        return outcomes  # type: ignore[return-value]
+
+    @contextlib.contextmanager
+    def _paused(self, slots: Sequence[int]) -> Iterator[None]:
+        """Stop the compile workers of `slots` (they share cores with the timing) while the body
+        runs; they go on where they were."""
+        stopped = []
+        for slot in slots:
+            with contextlib.suppress(OSError):
+                os.kill(self._compilers[slot].proc.pid, signal.SIGSTOP)
+                stopped.append(self._compilers[slot])
+        try:
+            yield
+        finally:
+            for w in stopped:
+                with contextlib.suppress(OSError):
+                    os.kill(w.proc.pid, signal.SIGCONT)
 
     def _replace_compiler(self, slot: int) -> None:
         self._compilers[slot].kill()
         self.workers_replaced += 1
-        self._compilers[slot] = self._ensure_ready(self._start("compile"), "compile")
+        self._compilers[slot] = self._ensure_ready(self._start("compile", slot), "compile", slot)
 
     def _measure(self, inp: MeasureInput) -> dict[str, Any]:
         """Check and time one compiled input; a worker death gets one more try on a new worker."""
@@ -327,18 +362,16 @@ class LocalRunner:
                 on_result(i, r)
         if not inputs:
             return []
+        def measure(i: int, c: dict[str, Any]) -> None:
+            m = self._measure(inputs[i])
+            cs = c.get("compile_s")
+            if m.get("ok"):
+                report(i, MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy"))))
+            else:
+                report(i, MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs))
         try:
-            compiled = self._compile_all(inputs, lambda i, c: report(
-                i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))))
-            for i, (inp, c) in enumerate(zip(inputs, compiled)):
-                if not c.get("ok"):
-                    continue
-                m = self._measure(inp)
-                cs = c.get("compile_s")
-                if m.get("ok"):
-                    report(i, MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy"))))
-                else:
-                    report(i, MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs))
+            self._compile_all(inputs, lambda i, c: report(
+                i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))), measure)
         except _Unavailable as e:
             self.close()  # workers may hold unanswered requests: start afresh next batch
             for i, r in enumerate(results):

@@ -23,6 +23,7 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from autotune.target import Target
 from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
 
@@ -35,17 +36,17 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((Bt, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     par = ["none"]
     if threads > 1:
         par = ["batch", "cols", "none"] if shape["B"] > 1 else ["cols", "none"]
     return ConfigSpace([
-        *gemm.tile_knobs(shape, dtype),
+        *gemm.tile_knobs(shape, dtype, target=target),
         ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),
         ChoiceKnob("pack_a", [True, False]),
         ChoiceKnob("parallel", par),                    # which outer loop runs over threads
-    ])
+    ], prune=gemm.tile_prune(shape, dtype, target))
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:

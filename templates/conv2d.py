@@ -4,7 +4,7 @@ A direct convolution blocked like a GEMM micro-kernel: the weights are repacked 
 kb output channels (s.pack on W along K: Wp[K/kb, C, R, S, kb], zero padded), and each tile of
 ohb x owb output pixels times kb channels accumulates in a stack tile acc[ohb, owb, kb] (pixel
 loops unrolled, the channel loop vectorized innermost, so each step is one broadcast of an
-input pixel times kb/16 weight vectors). Knob names in brackets::
+input pixel times kb/lanes weight vectors). Knob names in brackets::
 
     Xp = zero-padded X     (a root stage computed once, per row block at oho, per thread, or
                             inlined), or Xb = the padded X blocked by cb channels,
@@ -21,7 +21,7 @@ input pixel times kb/16 weight vectors). Knob names in brackets::
           Y[tile] (+)= acc     (clamped to the valid region: awkward shapes work)
 
 [tile] is "KBxOHBxOWB"; only tiles whose accumulators (plus the weight vectors and a broadcast)
-fit the 32 vector registers are offered. With stride 1, tiles "wKBxPB" use a second definition
+fit the target's vector registers are offered. With stride 1, tiles "wKBxPB" use a second definition
 (define_flat): the padded image flattened row by row, so a tile is KB output channels (unrolled,
 each weight broadcast) by PB consecutive pixels (vectorized) and every tap reads one contiguous
 run of the input::
@@ -42,6 +42,8 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
+from autotune.target import Target, host
+from templates import gemm
 from templates.gemm import fit as _fit
 
 
@@ -109,7 +111,7 @@ def define_flat(shape: Shape, dtype: str) -> te.Tensor:
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((K, C, R, S), dtype, name="W")
     zero = te.const(0, dtype)
-    vec = 16 if dtype == "float32" else 8
+    vec = host().lanes(dtype)
     Xf = te.compute(  # slack for whole tiles of up to 8 vectors of pixels past the last row
         (N, C, Hp * Wp + dil * (S - 1) + 8 * vec),
         lambda n, c, q: te.select(te.all_of(q // Wp >= pad, q // Wp < H + pad, q % Wp >= pad, q % Wp < W + pad),
@@ -125,48 +127,78 @@ def define_flat(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((N, K, OH, OW), lambda n, k, oh, ow: Yf[n, k, oh * Wp + ow], name="Y")
 
 
+def is_pointwise(shape: Shape) -> bool:
+    """A 1x1 window, stride 1, no padding: the convolution is a GEMM over channels per image."""
+    return shape["R"] == 1 and shape["S"] == 1 and shape["stride"] == 1 and shape["pad"] == 0
+
+
+def define_gemm(shape: Shape, dtype: str) -> te.Tensor:
+    """A pointwise convolution as a GEMM per image: C[n, i, j] = sum_k A[i, k] * B[n, k, j] with
+    A = W viewed as (K, C) and B = X viewed as (N, C, H*W) (both inlined into their packed panels),
+    then Y[n, k, oh, ow] = C[n, k, oh*W + ow]. The names (A, B, C; i, j, k) are templates.gemm's."""
+    if not is_pointwise(shape):
+        raise ShapeError("conv2d: the GEMM layout needs a 1x1 window, stride 1 and no padding, "
+                         f"got {shape['R']}x{shape['S']} stride {shape['stride']} pad {shape['pad']}")
+    N, C, H, W, K = (shape[d] for d in ("N", "C", "H", "W", "K"))
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    Wt = te.placeholder((K, C, 1, 1), dtype, name="W")
+    A = te.compute((K, C), lambda i, c: Wt[i, c, 0, 0], name="A")
+    B = te.compute((N, C, H * W), lambda n, c, q: X[n, c, q // W, q % W], name="B")
+    k = te.reduce_axis(C, name="k")
+    Cm = te.compute((N, K, H * W), lambda n, i, j: te.sum(B[n, k, j] * A[i, k], axis=k), name="C")  # X first: the inputs keep their order
+    return te.compute((N, K, H, W), lambda n, kk, oh, ow: Cm[n, kk, oh * W + ow], name="Y")
+
+
 def define_for(shape: Shape, dtype: str, cfg: Config) -> te.Tensor:
-    """define_flat for the flattened-width tiles ("w..."), else define."""
+    """define_gemm for the GEMM tiles ("g..."), define_flat for the flattened-width tiles ("w..."),
+    else define."""
+    if cfg["tile"].startswith("g"):
+        return define_gemm(shape, dtype)
     return define_flat(shape, dtype) if cfg["tile"].startswith("w") else define(shape, dtype)
 
 
-MAX_ACC_VECTORS = 32  # vector registers (AVX-512 has 32); larger register tiles spill
-
-
-def tiles(shape: Shape, dtype: str) -> list[str]:
-    """Register tiles "KBxOHBxOWB" (output channels x rows x columns) that fit the vector registers."""
+def tiles(shape: Shape, dtype: str, target: Target | None = None) -> list[str]:
+    """Register tiles "KBxOHBxOWB" (output channels x rows x columns) that fit the target's vector
+    registers (larger ones spill), then the flattened-width tiles "wKBxPB" (stride 1)."""
+    target = target or host()
     K = shape["K"]
     OH, OW = conv_geometry(shape, "conv2d")[:2]
-    vec = 16 if dtype == "float32" else 8
+    vec = target.lanes(dtype)
     ows = _fit(sorted({4, 8, 16} | {d for d in range(3, 29) if OW % d == 0}), OW)
     out = []
     for kb in _fit([vec, 2 * vec, 3 * vec, 4 * vec], K):
         nvec = -(-min(kb, K) // vec)
         for ohb in _fit([1, 2, 4], OH):
             for owb in ows:
-                acc = min(ohb, OH) * min(owb, OW) * nvec
                 # accumulators + the kb/vec weight vectors + one broadcast pixel must fit
-                if acc + nvec + 1 <= MAX_ACC_VECTORS or (ohb == 1 and owb == min(ows)):
+                if target.fits_tile(min(ohb, OH) * min(owb, OW), nvec):
                     out.append(f"{kb}x{ohb}x{owb}")
+    if not out:  # even the smallest tile spills (a tiny register file): offer just it
+        out.append(f"{_fit([vec], K)[0]}x1x{min(ows)}")
+    if is_pointwise(shape):  # GEMM register tiles "gMRxNR": MR output channels x NR pixels
+        for mr in _fit([4, 8], K):
+            for nr in _fit([2 * vec, 3 * vec, 4 * vec], OH * OW):
+                if target.fits_tile(min(mr, K), -(-min(nr, OH * OW) // vec)):
+                    out.append(f"g{mr}x{nr}")
     if shape["stride"] == 1:  # flattened-width tiles "wKBxPB": channels x consecutive pixels of Yf
         Wp = conv_geometry(shape, "conv2d")[3]
         for kb in _fit([4, 8, 16], K):
             for pb in _fit([vec, 2 * vec, 3 * vec, 4 * vec, 6 * vec, 7 * vec], OH * Wp):
-                if min(kb, K) * -(-pb // vec) <= MAX_ACC_VECTORS - 4:  # + a pixel vector and weights
+                if min(kb, K) * -(-pb // vec) <= target.registers - 4:  # + a pixel vector and weights
                     out.append(f"w{kb}x{pb}")
     return out
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     N, C, K = shape["N"], shape["C"], shape["K"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
-    vec = 16 if dtype == "float32" else 8
+    vec = (target or host()).lanes(dtype)
     has_pad = Hp > shape["H"] or Wp > shape["W"] or pad > 0
     par = ["none"]
     if threads > 1:
         par = [a for a, e in (("n", N), ("k", -(-K // vec)), ("oh", OH)) if e > 1] or ["none"]
     return ConfigSpace([
-        ChoiceKnob("tile", tiles(shape, dtype)),              # register tile: channels x rows x columns
+        ChoiceKnob("tile", tiles(shape, dtype, target)),              # register tile: channels x rows x columns
         ChoiceKnob("cb", _fit([16, 32, 64, 128, 256], C)),    # input channels per reduction block
         ChoiceKnob("red_order", ["crs", "rsc"]),              # reduction loop order inside the tile
         ChoiceKnob("outer", ["oh_k", "k_oh"]),                # order of the row-block and channel-block loops
@@ -184,6 +216,8 @@ def input_placements(has_pad: bool) -> list[str]:
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    if cfg["tile"].startswith("g"):
+        return schedule_gemm(s, cfg, shape, threads)
     if cfg["tile"].startswith("w"):
         return schedule_flat(s, cfg, shape, threads)
     N, C, K = shape["N"], shape["C"], shape["K"]
@@ -266,6 +300,37 @@ def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> Codeg
     return CodegenOptions()
 
 
+def schedule_gemm(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
+    """Schedule define_gemm with templates.gemm's blocking: Y (the copy into NCHW) runs over
+    threads in chunks of whole MR-row panels of output channels ([parallel] "k" or "oh"; "n": per
+    image), each computing its rows of C with an MR x NR register tile, k blocks of [cb]
+    channels, B's panels packed per k block and A's per row block; [outer] orders the register
+    tiles (pixel panels outer for "oh_k")."""
+    N, C, K = shape["N"], shape["C"], shape["K"]
+    OH, OW = conv_geometry(shape, "conv2d")[:2]
+    mr, nr = (int(x) for x in cfg["tile"][1:].split("x"))
+    g = {"M": K, "N": OH * OW, "K": C}
+    gcfg = {"mr": mr, "nr": nr, "kc": cfg["cb"], "mc_panels": 64, "order": "jr_ir" if cfg["outer"] == "oh_k" else "ir_jr",
+            "pack_a": True}
+    mr, nr, kc, mc = gemm.tiles(gcfg, g)
+    par = cfg["parallel"] if threads > 1 else "none"
+    at = "n"
+    if par in ("k", "oh"):  # whole panels per thread, so the panels' indices stay affine
+        s.split("Y", "kk", -(-K // (mr * threads)) * mr, "kt", "km")
+        s.reorder("Y", "kt", "n", "km", "oh", "ow")
+        at = "kt"
+        mc = min(mc, -(-K // (mr * threads)) * mr)
+    s.vectorize("Y", "ow")
+    s.compute_at("C", "Y", at)
+    if par != "none":
+        s.parallel("Y", at)
+    b_panels = gemm.pack_panels(s, gcfg, mr, nr, "A", "B")
+    s.compute_inline("A")
+    s.compute_inline("B")
+    gemm.blocked(s, "C", gcfg, mr, nr, kc, mc, nc=-(-OH * OW // nr) * nr, outer=("n", "jc"), b_panels=b_panels)
+    return CodegenOptions()
+
+
 def reduction_loops(s: Schedule, stage: str, cfg: Config, cb: int, C: int) -> tuple[list[str], list[str]]:
     """Split the channel reduction into blocks of cb ([cb]) when cb < C: (loops outside the register
     tile, loops inside it in [red_order])."""
@@ -310,19 +375,23 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
-def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
+def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
     """Configs that were fast on a 2-core AVX-512 machine at the default shape: with stride 1, the
-    flattened-width layout with 8 channels x 48 pixels (its input padded per thread, or once on one
-    thread); then the channel-blocked input (padded per thread, or once before the threads start),
-    2 x 7 or 1 x 14 pixels by 32 channels. No reduction split (cb = C)."""
-    sp = space(shape, dtype, threads)
+    flattened-width layout with 8 channels x 3 vectors of pixels (its input padded per thread, or
+    once on one thread); then the channel-blocked input (padded per thread, or once before the
+    threads start), 2 x 7 or 1 x 14 pixels by 2 vectors of channels. No reduction split (cb = C).
+    Tiles the target's registers cannot hold become the nearest that fit (`nearest_tile`)."""
+    target = target or host()
+    vec = target.lanes(dtype)
+    sp = space(shape, dtype, threads, target)
+    offered = sp.by_name["tile"].values()
     out: list[dict] = []
-    flat = [("w8x48", "root" if threads == 1 else "blocked_thread", "crs", "oh_k")] if shape["stride"] == 1 else []
+    flat = [(f"w8x{3 * vec}", "root" if threads == 1 else "blocked_thread", "crs", "oh_k")] if shape["stride"] == 1 else []
     for tile, pad_at, red, outer in flat + [
-            ("32x2x7", "blocked_thread", "rsc", "k_oh"), ("32x2x7", "blocked_root", "rsc", "k_oh"),
-            ("32x1x14", "blocked_thread", "rsc", "k_oh"), ("32x2x4", "blocked_root", "rsc", "k_oh")]:
-        cfg = {"tile": tile, "cb": max(sp.by_name["cb"].values()), "red_order": red, "outer": outer,
-               "pad_at": pad_at, "parallel": "oh"}
+            (f"{2 * vec}x2x7", "blocked_thread", "rsc", "k_oh"), (f"{2 * vec}x2x7", "blocked_root", "rsc", "k_oh"),
+            (f"{2 * vec}x1x14", "blocked_thread", "rsc", "k_oh"), (f"{2 * vec}x2x4", "blocked_root", "rsc", "k_oh")]:
+        cfg = {"tile": nearest_tile(tile, offered, vec), "cb": max(sp.by_name["cb"].values()), "red_order": red,
+               "outer": outer, "pad_at": pad_at, "parallel": "oh"}
         fixed = {}
         for k in sp.knobs:  # snap each value into this shape's space
             vals = k.values()
@@ -330,6 +399,28 @@ def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
         if fixed not in out:
             out.append(fixed)
     return out
+
+
+def nearest_tile(tile: str, offered: list[str], vec: int) -> str:
+    """`tile` if the space offers it, else the offered tile of the same kind (GEMM "g",
+    flattened-width "w" or direct) with the most accumulator vectors, then the channel block
+    nearest to tile's.
+
+    >>> nearest_tile("32x2x7", ["16x1x4", "16x2x4", "32x1x4", "w8x32"], 16)
+    '32x1x4'
+    """
+    if tile in offered:
+        return tile
+    kind = lambda t: t[0] if t[0] in "gw" else ""  # noqa: E731
+    dims = lambda t: [int(x) for x in t[len(kind(t)):].split("x")]  # noqa: E731
+    kb = dims(tile)[0]
+
+    def size(t: str) -> tuple[int, int]:
+        d = dims(t)
+        vectors = d[0] * -(-d[1] // vec) if kind(t) else -(-d[0] // vec) * d[1] * d[2]
+        return vectors, -abs(d[0] - kb)
+    same = [t for t in offered if kind(t) == kind(tile)]
+    return max(same, key=size) if same else offered[0]
 
 
 def torch_reference(X, W, stride=1, pad=0, dilation=1):  # type: ignore[no-untyped-def]

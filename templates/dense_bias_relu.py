@@ -26,6 +26,7 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from autotune.target import Target
 from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
 
@@ -40,16 +41,16 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: te.max(D[i, j] + bias[j], 0.0), name="out")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     return ConfigSpace([
         ChoiceKnob("fuse", ["block", "block_prepacked", "tile", "none"]),
-        *gemm.tile_knobs(shape, dtype),
+        *gemm.tile_knobs(shape, dtype, target=target),
         ChoiceKnob("nc_panels", [1, 2, 4, 8, 16, 64]),  # NC = nc_panels * NR
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),        # register tiles: column panels outer or row panels outer
         ChoiceKnob("outer", ["jc_ic", "ic_jc"]),        # cache blocks: the outermost one runs over threads
         ChoiceKnob("pack_a", [True, False]),
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
-    ])
+    ], prune=gemm.tile_prune(shape, dtype, target))
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:

@@ -14,6 +14,8 @@ innermost (unit stride in NCHW when stride is 1), rows unrolled::
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Mapping
+
 import numpy as np
 
 from autotune.ir import te
@@ -21,6 +23,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
 from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
+from autotune.target import Target, host
 from templates.gemm import fit as _fit
 
 
@@ -38,10 +41,10 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
         name="Y")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     N, C, H, W = shape["N"], shape["C"], shape["H"], shape["W"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "depthwise_conv2d")
-    vec = 16 if dtype == "float32" else 8
+    vec = (target or host()).lanes(dtype)
     has_pad = Hp > H or Wp > W or pad > 0
     par = ["none"]
     if threads > 1:
@@ -52,7 +55,24 @@ def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
         ChoiceKnob("unroll_rs", [False, True] if shape["R"] * shape["S"] <= 64 else [False]),
         ChoiceKnob("pad_at", ["rows", "root", "inline"] if has_pad else ["none"]),
         ChoiceKnob("parallel", par),
-    ])
+    ], prune=code_size_prune(shape, OW))
+
+
+MAX_VECTOR_LOOPS = 12  # vectorized loops per tile: each costs Numba and LLVM ~0.1 s to compile
+
+
+def code_size_prune(shape: Shape, OW: int) -> Callable[[Mapping[str, Any]], str | None]:
+    """The space's prune rule: the tile's body is one vectorized loop per unrolled row (times R x S
+    with [unroll_rs]), twice over when the columns leave a tail; more than MAX_VECTOR_LOOPS took
+    seconds to a minute to compile."""
+    def prune(cfg: Mapping[str, Any]) -> str | None:
+        owb = min(cfg["owb"], OW)
+        loops = min(cfg["ohb"], shape["H"]) * (shape["R"] * shape["S"] if cfg["unroll_rs"] else 1) * (2 if OW % owb else 1)
+        if loops <= MAX_VECTOR_LOOPS:
+            return None
+        return (f"the {cfg['ohb']}x{cfg['owb']} tile{' with R x S unrolled' if cfg['unroll_rs'] else ''} is "
+                f"{loops} vectorized loops (at most {MAX_VECTOR_LOOPS} compile in about a second)")
+    return prune
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:

@@ -29,10 +29,11 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from autotune.schedule import Schedule
-from autotune.space import ChoiceKnob
+from autotune.space import ChoiceKnob, ConfigSpace
+from autotune.target import Target, host
 
 Cfg = Mapping[str, Any]
 
@@ -42,16 +43,61 @@ def fit(cands: Sequence[int], n: int) -> list[int]:
     return sorted({c for c in cands if c < n} | {min([c for c in cands if c >= n], default=max(cands))})
 
 
-def tile_knobs(shape: Mapping[str, int], dtype: str, mr: Sequence[int] = (1, 2, 4, 6, 8, 12)) -> list[ChoiceKnob]:
-    """The knobs of the register tile (mr x nr), the k block (kc) and the row block (mc_panels)."""
+def tile_knobs(shape: Mapping[str, int], dtype: str, mr: Sequence[int] = (1, 2, 4, 6, 8, 12),
+               target: Target | None = None) -> list[ChoiceKnob]:
+    """The knobs of the register tile (mr x nr: nr in whole vectors of the target), the k block
+    (kc) and the row block (mc_panels). `tile_prune` leaves out tiles the registers cannot hold."""
     M, N, K = shape["M"], shape["N"], shape["K"]
-    vec = 16 if dtype == "float32" else 8
+    vec = (target or host()).lanes(dtype)
     return [
         ChoiceKnob("mr", fit(list(mr), M)),
         ChoiceKnob("nr", fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
         ChoiceKnob("kc", fit([64, 128, 256, 384, 512, 768, 1024], K)),
         ChoiceKnob("mc_panels", [4, 8, 16, 32, 64]),    # MC = mc_panels * MR
     ]
+
+
+def tile_vectors(mr: int, nr: int, shape: Mapping[str, int], dtype: str, target: Target) -> tuple[int, int]:
+    """(rows, vectors per row) of an mr x nr register tile at this shape (cut to the matrix)."""
+    return min(mr, shape["M"]), -(-min(nr, shape["N"]) // target.lanes(dtype))
+
+
+def tile_prune(shape: Mapping[str, int], dtype: str, target: Target | None = None) -> Callable[[Cfg], str | None]:
+    """The space's prune rule: an mr x nr tile whose accumulators, the row of B vectors and a
+    broadcast of A do not fit the target's vector registers would spill."""
+    target = target or host()
+
+    def prune(cfg: Cfg) -> str | None:
+        rows, vecs = tile_vectors(cfg["mr"], cfg["nr"], shape, dtype, target)
+        if target.fits_tile(rows, vecs):
+            return None
+        return (f"the {cfg['mr']}x{cfg['nr']} register tile needs {rows * vecs + vecs + 1} vector registers; "
+                f"{target.isa} has {target.registers}")
+    return prune
+
+
+# preset register tiles as (MR, NR in vectors, kc, mc_panels), best first: on 32 registers the
+# first six (6x48 / 8x48 / 4x64 ... with 16 lanes); the rest fit 16 registers (6x16, 4x24 with 8 lanes)
+PRESET_TILES = ((6, 3, 512, 16), (8, 3, 512, 8), (4, 4, 512, 16), (6, 2, 512, 16), (6, 3, 256, 32),
+                (8, 2, 384, 16), (4, 3, 512, 16), (6, 2, 256, 32), (4, 2, 512, 32), (2, 4, 512, 16))
+
+
+def preset_tiles(dtype: str, target: Target | None = None, n: int = 6) -> list[dict[str, int]]:
+    """The first `n` preset tiles that fit the target's registers, as mr / nr / kc / mc_panels."""
+    target = target or host()
+    vec = target.lanes(dtype)
+    return [{"mr": mr, "nr": nv * vec, "kc": kc, "mc_panels": mcp}
+            for mr, nv, kc, mcp in PRESET_TILES if target.fits_tile(mr, nv)][:n]
+
+
+def snap(cfg: Cfg, space: ConfigSpace) -> dict[str, Any]:
+    """Each value of cfg moved into the space: kept if allowed, else the nearest number (else the
+    knob's first value)."""
+    out = {}
+    for k in space.knobs:
+        vals, v = k.values(), cfg[k.name]
+        out[k.name] = v if v in vals else min(vals, key=lambda x: abs(x - v) if isinstance(x, int) else 0)
+    return out
 
 
 def tiles(cfg: Cfg, shape: Mapping[str, int]) -> tuple[int, int, int, int]:

@@ -19,6 +19,7 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from autotune.target import Target
 from templates import gemm
 from templates.base import CodegenOptions, Shape, Template
 
@@ -31,14 +32,14 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
 
 
-def space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
+def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     return ConfigSpace([
-        *gemm.tile_knobs(shape, dtype, mr=(2, 4, 6, 8, 12)),
+        *gemm.tile_knobs(shape, dtype, mr=(2, 4, 6, 8, 12), target=target),
         ChoiceKnob("jc_blocks", [1, 2, 4, 8]),          # column blocks per thread: NC = N / (blocks * threads)
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),
         ChoiceKnob("pack_a", [True, False]),
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
-    ])
+    ], prune=gemm.tile_prune(shape, dtype, target))
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
@@ -53,21 +54,12 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     return CodegenOptions()
 
 
-def presets(shape: Shape, dtype: str, threads: int) -> list[dict]:
-    """Configs that were fast on AVX-512 machines (6x48 / 8x48 / 4x64 register tiles)."""
-    sp = space(shape, dtype, threads)
-    out = []
-    for mr, nr, kc, mcp in ((6, 48, 512, 16), (8, 48, 512, 8), (4, 64, 512, 16), (6, 32, 512, 16),
-                            (6, 48, 256, 32), (8, 32, 384, 16)):
-        cfg = {"mr": mr, "nr": nr if dtype == "float32" else nr // 2, "kc": kc, "mc_panels": mcp, "jc_blocks": 1,
-               "order": "jr_ir", "pack_a": True, "parallel": threads > 1}
-        fixed = {}
-        for k in sp.knobs:  # snap each value into this shape's space
-            vals = k.values()
-            v = cfg[k.name]
-            fixed[k.name] = v if v in vals else min(vals, key=lambda x: abs(x - v) if isinstance(x, int) else 0)
-        out.append(fixed)
-    return out
+def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
+    """The target's preset register tiles (gemm.preset_tiles: 6x48 / 8x48 / 4x64 ... with 32
+    registers of 16 lanes, 6x16 / 4x24 ... with 16 of 8), column panels outer, A packed."""
+    sp = space(shape, dtype, threads, target)
+    return [gemm.snap({**tile, "jc_blocks": 1, "order": "jr_ir", "pack_a": True, "parallel": threads > 1}, sp)
+            for tile in gemm.preset_tiles(dtype, target)]
 
 
 def torch_reference(A, B):  # type: ignore[no-untyped-def]

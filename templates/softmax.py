@@ -26,6 +26,7 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
+from autotune.target import host
 from templates.base import CodegenOptions, Shape, Template
 
 _LN2_HI = 0.693145751953125                # ln 2 = _LN2_HI + _LN2_LO, _LN2_HI with few mantissa bits
@@ -78,23 +79,30 @@ def row_max(x: te.Tensor, name: str) -> te.Tensor:
     """max_j x[i, j] as two stages, so the row max vectorizes (LLVM does not vectorize a max
     reduction from Numba: its selects carry no fast-math flags).
 
-    `{name}_part[i, l]` = max over the full chunks of V columns of x[i, chunk*V + l] (a reduction
-    whose inner loop l is spatial: a vector max); `name[i]` = max over the V partial maxima and
-    the N % V tail columns.
+    `{name}_part[i, l]` = max over the full chunks of V columns (two vectors of the target's
+    lanes) of x[i, chunk*V + l] (a reduction whose inner loop l is spatial: a vector max);
+    `name[i]` = the max of the V partial maxima as a balanced tree (log2 V steps deep, not a chain
+    of V dependent maxima) and of the N % V tail columns.
     """
     M, N = x.shape
-    V = 64 // (4 if x.dtype == "float32" else 8) * 2   # two vectors of lanes
+    V = 2 * host().lanes(x.dtype)
     full, tail = divmod(N, V)
     if full == 0:
         r = te.reduce_axis(N, name=f"{name}_r")
         return te.compute((M,), lambda i: te.max_reduce(x[i, r], axis=r), name=name)
     ko = te.reduce_axis(full, name=f"{name}_ko")
     part = te.compute((M, V), lambda i, l: te.max_reduce(x[i, ko * V + l], axis=ko), name=f"{name}_part")
-    r = te.reduce_axis(V + tail, name=f"{name}_r")
+
+    def tree(i: te.Expr) -> te.Expr:
+        level = [part[i, l] for l in range(V)]
+        while len(level) > 1:
+            level = [te.max(a, b) for a, b in zip(level[::2], level[1::2])] + level[len(level) // 2 * 2:]
+        return level[0]
     if tail == 0:
-        return te.compute((M,), lambda i: te.max_reduce(part[i, r], axis=r), name=name)
+        return te.compute((M,), tree, name=name)
+    r = te.reduce_axis(tail, name=f"{name}_r")  # the tree once (r == 0: a select evaluates one side), then the tail
     return te.compute((M,), lambda i: te.max_reduce(
-        te.select(r < V, part[i, r], x[i, r + (full * V - V)]), axis=r), name=name)
+        te.select(r == 0, te.max(tree(i), x[i, full * V]), x[i, r + full * V]), axis=r), name=name)
 
 
 def schedule_row_max(s: Schedule, name: str, consumer: str, axis: str) -> None:

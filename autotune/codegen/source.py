@@ -52,11 +52,21 @@ def unroll(stmt: Stmt, ranges: dict[Var, tuple[int, int]] | None = None) -> Stmt
     return stmt
 
 
+HOIST_CHARS = 40  # a repeated float subexpression printed at least this long gets a temporary
+
+
 class Printer:
     def __init__(self) -> None:
         self.consts: dict[str, str] = {}
         self.names: dict[int, str] = {}
         self.taken: set[str] = set(RESERVED)
+        # common subexpressions of the stored value being printed (see `value`)
+        self.mode: str | None = None  # None, "count" or "hoist"
+        self.counts: dict[str, int] = {}
+        self.bound: dict[str, str] = {}
+        self.pending: list[str] = []
+        self.temps = 0
+        self.guarded = 0  # inside a select's branch: nothing new is hoisted (it may be unsafe to evaluate)
 
     def name(self, obj: Var | Tensor) -> str:
         key = id(obj)
@@ -85,7 +95,44 @@ class Printer:
             return "True" if v else "False"
         return str(int(v))
 
+    def value(self, e: Expr, hint: str | None) -> tuple[list[str], str]:
+        """(temporaries, text) of a stored value: a float subexpression printed at least
+        HOIST_CHARS long that repeats (exp's argument inside its polynomial) is computed once into
+        a temporary before the statement, so the source (and Numba's work) grows with the
+        expression's size, not with its printed tree."""
+        self.mode, self.counts = "count", {}
+        try:
+            text = self.expr(e, hint)[0]
+            if not any(n > 1 and len(k) >= HOIST_CHARS for k, n in self.counts.items()):
+                return [], text
+            self.mode, self.bound, self.pending = "hoist", {}, []
+            text = self.expr(e, hint)[0]
+            return self.pending, text
+        finally:
+            self.mode, self.counts, self.bound, self.pending = None, {}, {}, []
+
     def expr(self, e: Expr, hint: str | None = None) -> tuple[str, int]:
+        if self.mode is None or isinstance(e, (Const, Var, Load)) or (e.dtype or hint) not in ("float32", "float64"):
+            return self.node(e, hint)
+        if self.mode == "count":
+            text, prec = self.node(e, hint)
+            self.counts[text] = self.counts.get(text, 0) + 1
+            return text, prec
+        self.mode = None
+        raw = self.node(e, hint)[0]
+        self.mode = "hoist"
+        if raw in self.bound:
+            return self.bound[raw], PREC["atom"]
+        text, prec = self.node(e, hint)
+        if self.counts.get(raw, 0) > 1 and len(raw) >= HOIST_CHARS and not self.guarded:
+            name = f"_c{self.temps}"
+            self.temps += 1
+            self.pending.append(f"{name} = {text}")
+            self.bound[raw] = name
+            return name, PREC["atom"]
+        return text, prec
+
+    def node(self, e: Expr, hint: str | None = None) -> tuple[str, int]:
         if isinstance(e, Const):
             s = self.const(e, hint)
             return s, (PREC["atom"] if not s.startswith("-") else PREC["+"])
@@ -113,8 +160,15 @@ class Printer:
             return f"{a if pa > PREC['cmp'] else f'({a})'} {e.op} {b if pb > PREC['cmp'] else f'({b})'}", PREC["cmp"]
         if isinstance(e, Select):
             d = e.dtype or hint
-            return (f"({self.expr(e.true, d)[0]} if {self.expr(e.cond)[0]} else {self.expr(e.false, d)[0]})",
-                    PREC["atom"])
+            self.guarded += 1
+            try:
+                true = self.expr(e.true, d)[0]
+                self.guarded -= 1
+                cond = self.expr(e.cond)[0]
+                self.guarded += 1
+                return f"({true} if {cond} else {self.expr(e.false, d)[0]})", PREC["atom"]
+            finally:
+                self.guarded -= 1
         if isinstance(e, Cast):
             return f"{NP_DTYPE[e.dtype]}({self.expr(e.x)[0]})", PREC["atom"]  # type: ignore[index]
         if isinstance(e, Call):
@@ -158,9 +212,11 @@ class Printer:
             if (isinstance(v, BinOp) and v.op in ("+", "*") and isinstance(v.a, Load) and v.a.tensor is s.buffer
                     and len(v.a.indices) == len(s.indices)
                     and all(self.expr(x)[0] == self.expr(y)[0] for x, y in zip(v.a.indices, s.indices))):
-                out.append(f"{pad}{target} {v.op}= {self.expr(v.b, s.buffer.dtype)[0]}")
+                temps, text = self.value(v.b, s.buffer.dtype)
+                out += [pad + t for t in temps] + [f"{pad}{target} {v.op}= {text}"]
             else:
-                out.append(f"{pad}{target} = {self.expr(v, s.buffer.dtype)[0]}")
+                temps, text = self.value(v, s.buffer.dtype)
+                out += [pad + t for t in temps] + [f"{pad}{target} = {text}"]
         elif isinstance(s, Comment):
             out.append(f"{pad}# {s.text}")
         else:

@@ -6,7 +6,7 @@ of the hot statement's micro-kernel, discounted for what keeps it off the peak.
                   x SIMD fill      (the vectorised innermost extent over whole vectors)
                   x min(latency hiding  (independent accumulator vectors / (FMA latency x ports)),
                         load ports      (FMAs per load of the unrolled micro-kernel))
-                  x register spills (live vectors over the 32 registers, when more)
+                  x register spills (live vectors over the target's registers, when more)
 
 It ranks the configs of a task (higher = faster) before anything is measured, so a guided
 search from scratch can start from its top picks instead of blind samples; the search judges
@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autotune.cost_model.base import Dataset, ModelError, as_matrix, read_model_file, write_model_file
-from autotune.ir.expr import ITEMSIZE
-from autotune.target import isa
+from autotune.target import Target, host
 
 if TYPE_CHECKING:
     from autotune.task import Task
@@ -43,23 +42,40 @@ TRIP, FLOPS, ACC, UNROLLED, VECTOR, PARALLEL = 0, 1, 114, 115, 116, 117
 
 
 class RooflineModel:
-    """The machine: `lanes` float32 SIMD lanes, `fma_ports` FMA units of `fma_latency` cycles,
-    `load_ports` loads per cycle and `registers` vector registers per core (AVX-512 defaults)."""
+    """The machine: `lanes` SIMD lanes, `fma_ports` FMA units of `fma_latency` cycles, `load_ports`
+    loads per cycle and `registers` vector registers per core; what is not given is this
+    machine's (`autotune.target.host()`, float32 lanes)."""
     kind = "roofline"
     needs_graphs = False
 
-    def __init__(self, threads: int = 1, lanes: int = 16, fma_ports: int = 2, fma_latency: int = 4,
-                 load_ports: int = 2, registers: int = 32) -> None:
+    def __init__(self, threads: int = 1, lanes: int | None = None, fma_ports: int | None = None,
+                 fma_latency: int | None = None, load_ports: int = 2, registers: int | None = None) -> None:
         if threads < 1:
             raise ModelError(f"threads must be at least 1, got {threads!r}")
-        self.threads, self.lanes, self.fma_ports, self.fma_latency = threads, lanes, fma_ports, fma_latency
-        self.load_ports, self.registers = load_ports, registers
+        here = host()
+        self.threads = threads
+        self.lanes = lanes if lanes is not None else here.lanes("float32")
+        self.fma_ports = fma_ports if fma_ports is not None else here.fma_units
+        self.fma_latency = fma_latency if fma_latency is not None else here.fma_latency
+        self.load_ports = load_ports
+        self.registers = registers if registers is not None else here.registers
+
+    @classmethod
+    def for_target(cls, target: Target, dtype: str = "float32", threads: int = 1) -> "RooflineModel":
+        """The model of `target` (its SIMD width, FMA units and vector registers) for a dtype and threads.
+
+        >>> from autotune.target import Target
+        >>> m = RooflineModel.for_target(Target.named("avx2"), "float64", threads=2)
+        >>> m.lanes, m.registers
+        (4, 16)
+        """
+        return cls(threads=threads, lanes=target.lanes(dtype), fma_ports=target.fma_units,
+                   fma_latency=target.fma_latency, registers=target.registers)
 
     @classmethod
     def for_task(cls, task: "Task") -> "RooflineModel":
-        """The model of this machine (its SIMD width and vector registers) for the task's dtype and threads."""
-        width, registers = {"avx512f": (64, 32), "avx2": (32, 16), "avx": (32, 16)}.get(isa(), (16, 16))
-        return cls(threads=task.threads, lanes=max(width // ITEMSIZE[task.dtype], 1), registers=registers)
+        """The model of this machine for the task's dtype and threads."""
+        return cls.for_target(host(), task.dtype, task.threads)
 
     def fit(self, data: Dataset) -> None:
         pass  # nothing learned: the estimate is the machine's

@@ -71,7 +71,7 @@ class EvolutionarySearch:
                 if self.rng.random() < 0.5:
                     child[k] = q[k]
         c = Config(child)
-        if self.rng.random() < self.mutation_rate or c in self.seen:
+        if self.rng.random() < self.mutation_rate or c in self.seen or not self.space.allows(c):
             c = self.space.mutate(c, self.rng)
         return c
 
@@ -95,7 +95,7 @@ class EvolutionarySearch:
                 a, b = self.rng.choice(ranked[:max(2, len(ranked) // 2)]), self.rng.choice(ranked)
                 child = {k: (a[k] if self.rng.random() < 0.5 else b[k]) for k in a}
                 c = Config(child)
-                if self.rng.random() < self.mutation_rate or c in scored:
+                if self.rng.random() < self.mutation_rate or c in scored or not self.space.allows(c):
                     c = self.space.mutate(c, self.rng)
                 if c not in scored and c not in kids:
                     kids.append(c)

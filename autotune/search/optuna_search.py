@@ -68,8 +68,8 @@ class OptunaSearch:
         while len(out) < n and len(self.seen) < len(self.space) and attempts < 20 * n + 20:
             attempts += 1
             trial, cfg = self._ask()
-            if cfg in self.seen:
-                # answer the repeat from what we know, so the sampler moves on
+            if cfg in self.seen or not self.space.allows(cfg):
+                # answer a repeat from what we know (a pruned config fails), so the sampler moves on
                 self._tell(trial, self.values.get(cfg)) if cfg in self.values else self.study.tell(
                     trial, state=self.optuna.trial.TrialState.FAIL)
                 continue

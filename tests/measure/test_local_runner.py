@@ -95,12 +95,28 @@ def test_the_workers_compile_into_the_cache_dir_of_the_options(tmp_path) -> None
     assert list((tmp_path / "kernels").glob("k_*.py"))
 
 
-def test_each_result_is_reported_when_it_is_known(runner: LocalRunner) -> None:
+def test_each_result_is_reported_when_it_is_known() -> None:
     order: list[tuple[int, ErrorKind | None, float]] = []
-    inputs = [inp(ft.OK), inp(ft.COMPILE_ERROR), inp(ft.OK, 4)]
-    results = runner.run(inputs, on_result=lambda i, r: order.append((i, r.error, time.monotonic())))
-    assert [i for i, _, _ in order] == [1, 0, 2]  # the compile error before any measurement
-    assert [results[i].error for i, _, _ in order] == [e for _, e, _ in order]
+    inputs = [inp(ft.COMPILE_ERROR), inp(ft.OK), inp(ft.OK, 4)]
+    with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=FAST)) as one:
+        results = one.run(inputs, on_result=lambda i, r: order.append((i, r.error, time.monotonic())))
+    # the compile error at once; each candidate measured as soon as it compiled (the next compiling meanwhile)
+    assert [i for i, _, _ in order] == [0, 1, 2]
+    assert [results[i].error for i, _, _ in order] == [e for _, e, _ in order] == [ErrorKind.COMPILE_ERROR, None, None]
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_compile_workers_on_the_timing_cores_pause_while_a_candidate_is_timed(runner: LocalRunner) -> None:
+    runner.run([inp(ft.OK), inp(ft.OK, 4)])  # both compile workers started
+    pids = [w.proc.pid for w in runner._compilers]
+    with runner._paused(range(len(pids))):
+        assert [_state(p) for p in pids] == ["T"] * len(pids)
+    assert "T" not in [_state(p) for p in pids]
+    assert all(r.ok for r in runner.run([inp(ft.OK), inp(ft.OK, 4)]))  # they go on working
 
 
 def test_workers_killed_between_batches_are_replaced_not_blamed(runner: LocalRunner) -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import pytest
 
 from autotune.cost_model import ModelError, make_model
-from autotune.cost_model.features import config_features
+from autotune.cost_model.features import extract
 from autotune.cost_model.roofline import RooflineModel
-from autotune.target import isa
+from autotune.schedule import Schedule
+from autotune.schedule.lower import lower
+from autotune.target import Target, host, isa
 from autotune.task import Task
+from templates import matmul
 
 TASK = Task.create("matmul", "256x256x256", threads=2)
 BASE = {"kc": 256, "mc_panels": 16, "jc_blocks": 1, "order": "jr_ir", "pack_a": True, "parallel": True}
@@ -27,14 +30,17 @@ ISAS = {
 
 
 def score(model: RooflineModel, tile: dict, **knobs: object) -> float:
-    cfg = TASK.space().validate({**BASE, **tile, **knobs})
-    return float(model.predict(config_features(TASK, cfg)[None])[0])
+    # scheduled by the template itself: this machine's space prunes the other ISA's spilling tiles
+    s = Schedule(matmul.define(TASK.shape_dict, TASK.dtype))
+    matmul.schedule(s, {**BASE, **tile, **knobs}, TASK.shape_dict, TASK.threads)
+    return float(model.predict(extract(lower(s))[None])[0])
 
 
 @pytest.mark.parametrize("name", sorted(ISAS))
 def test_it_rewards_what_keeps_the_fma_units_busy(name: str) -> None:
     d = ISAS[name]
-    model = RooflineModel(threads=TASK.threads, lanes=d["lanes"], registers=d["registers"])
+    model = RooflineModel.for_target(Target.named(name), threads=TASK.threads)
+    assert (model.lanes, model.registers) == (d["lanes"], d["registers"])
     good = score(model, d["good"])
     assert score(model, {"mr": 2, "nr": 16}) < good   # 2 (AVX-512) or 4 (AVX2) accumulator vectors: latency shows
     assert score(model, d["spills"]) < good           # more accumulator vectors than registers
@@ -57,3 +63,9 @@ def test_it_knows_the_dtype_and_threads_of_its_task() -> None:
     assert make_model("roofline", task=TASK).threads == 2
     with pytest.raises(ModelError, match="threads"):
         RooflineModel(threads=0)
+
+
+def test_its_defaults_are_this_machines() -> None:
+    m, here = RooflineModel(), host()
+    assert (m.lanes, m.registers, m.fma_ports, m.fma_latency) == \
+        (here.lanes("float32"), here.registers, here.fma_units, here.fma_latency)
