@@ -53,13 +53,9 @@ MAX_INNER = 64
 def vector_target() -> tuple[int, int]:
     """(vector register bytes, vector register count) of this machine's ISA: the one place the
     auto-scheduler asks the target."""
-    from autotune.target import isa
-    name = isa()
-    if name.startswith("avx512"):
-        return 64, 32
-    if name in ("avx2", "avx"):
-        return 32, 16
-    return 16, 16
+    from autotune.target import host
+    t = host()
+    return t.vector_bits // 8, t.registers
 
 
 def lanes(dtype: str) -> int:

@@ -19,7 +19,7 @@ LAYERS: dict[str, int] = {
     "autotune.ir": 1,
     "autotune.schedule": 2,
     "autotune.codegen": 3,
-    "autotune.space": 4, "autotune.target": 4,  # the machine: spaces derive knob values from it
+    "autotune.space": 4,
     "autotune.backends.tpu.emulator": 4,  # a pure model of a TPU core, beneath the TPU templates
     "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
     "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
