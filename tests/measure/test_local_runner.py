@@ -114,6 +114,9 @@ def test_compile_workers_on_the_timing_cores_pause_while_a_candidate_is_timed(ru
     runner.run([inp(ft.OK), inp(ft.OK, 4)])  # both compile workers started
     pids = [w.proc.pid for w in runner._compilers]
     with runner._paused(range(len(pids))):
+        deadline = time.monotonic() + 5  # a signal is delivered asynchronously
+        while any(_state(p) != "T" for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert [_state(p) for p in pids] == ["T"] * len(pids)
     assert "T" not in [_state(p) for p in pids]
     assert all(r.ok for r in runner.run([inp(ft.OK), inp(ft.OK, 4)]))  # they go on working
