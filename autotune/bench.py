@@ -25,6 +25,7 @@ from autotune.environment import settings
 from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.task import Task
+from autotune.target import cpu_model, host
 from autotune.timing_lock import TimingLock, lock_path
 from measure.timing import TimingProtocol, time_callable
 
@@ -87,7 +88,7 @@ class BenchResult:
             "median_compile_seconds": statistics.median(compiles) if compiles else None,
             "candidates": [{"config": c.config.to_json(), "seconds": c.seconds, "compile_seconds": c.compile_seconds,
                             "error": c.error} for c in self.candidates],
-            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "machine": {"cpu": cpu_model(), "target": host().to_json(), "cores": os.cpu_count(),
                         "python": platform.python_version(), "numpy": np.__version__},
         }
 
