@@ -39,9 +39,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
 from autotune.ir.affine import to_affine
-from autotune.ir.expr import ITEMSIZE, BinOp, Load, Reduce, Tensor, Var
+from autotune.ir.expr import BinOp, Load, Reduce, Tensor, Var
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace, Knob, SplitKnob, powers_of_two
 from templates.base import CodegenOptions

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.dtypes import FLOAT_DTYPES, ITEMSIZE
 from autotune.errors import AutotuneError
 
 # ISA -> (vector bits, vector registers, FMA units, FMA latency in cycles); AVX and SSE have no
@@ -35,7 +36,6 @@ ISAS: dict[str, tuple[int, int, int, int]] = {
     "sse4.2": (128, 16, 1, 4),
     "neon": (128, 32, 2, 4),
 }
-_ITEMSIZE = {"float32": 4, "float64": 8}
 _DEFAULT_CACHES = (32 << 10, 1 << 20, 32 << 20)  # L1d, L2, L3 bytes when the OS does not say
 
 
@@ -69,9 +69,9 @@ class Target:
 
     def lanes(self, dtype: str) -> int:
         """Elements of `dtype` per vector register."""
-        if dtype not in _ITEMSIZE:
-            raise AutotuneError(f"dtype {dtype!r} has no vector lanes; use one of {', '.join(_ITEMSIZE)}")
-        return max(1, self.vector_bits // 8 // _ITEMSIZE[dtype])
+        if dtype not in FLOAT_DTYPES:
+            raise AutotuneError(f"dtype {dtype!r} has no vector lanes; use one of {', '.join(FLOAT_DTYPES)}")
+        return max(1, self.vector_bits // 8 // ITEMSIZE[dtype])
 
     def fits_tile(self, rows: int, vectors: int, extra: int = 1) -> bool:
         """Whether a register tile of `rows` x `vectors` accumulator vectors fits the registers,

@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from autotune.ir import expr as te
 from autotune.backends import backend_of
+from autotune.dtypes import ITEMSIZE
+from autotune.ir import expr as te
 from autotune.cost_model.loops import Loop, stores, stride, touched
-from autotune.ir.expr import ITEMSIZE, BinOp, Call, Expr, Tensor
+from autotune.ir.expr import BinOp, Call, Expr, Tensor
 from autotune.ir.stmt import Function, LoopNest, Store
 
 FEATURE_VERSION = 1

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.backends import backend_of
+from autotune.dtypes import ITEMSIZE
 from autotune.cost_model.features import extract
 from autotune.cost_model.loops import extent, stride
 from autotune.ir import expr as te
-from autotune.ir.expr import ITEMSIZE, BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var
+from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var
 from autotune.ir.stmt import For, If, LoopNest, Seq, Stmt, Store
 
 OPCODES = ("loop_serial", "loop_unroll", "loop_vectorize", "loop_parallel", "store", "load", "if",

@@ -17,11 +17,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from autotune.dtypes import DTYPES, FLOAT_DTYPES
 from autotune.errors import DefinitionError
 
-DTYPES = ("float32", "float64", "int64", "int32", "bool")
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}  # bytes per element
-FLOAT_DTYPES = ("float32", "float64")
 UNARY_FUNCS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid", "neg")
 _RANK = {"bool": 0, "int32": 1, "int64": 2, "float32": 3, "float64": 4}
 

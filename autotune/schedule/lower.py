@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from autotune.dtypes import ITEMSIZE
 from autotune.errors import ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.affine import Affine, from_affine, interval, simplify, to_affine
-from autotune.ir.expr import ITEMSIZE, BinOp, Cmp, Const, Expr, Load, Reduce, Tensor, Var
+from autotune.ir.expr import BinOp, Cmp, Const, Expr, Load, Reduce, Tensor, Var
 from autotune.ir.stmt import For, Function, If, LocalBuffer, LoopNest, Seq, Stmt, Store, seq
 from autotune.schedule.schedule import Schedule, Stage
 

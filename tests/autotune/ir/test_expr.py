@@ -292,6 +292,6 @@ def test_kernel_checks_its_inputs():
 
 
 def test_every_dtype_has_an_item_size() -> None:
-    from autotune.ir.expr import DTYPES, ITEMSIZE
+    from autotune.dtypes import DTYPES, ITEMSIZE
     assert set(ITEMSIZE) == set(DTYPES)
     assert ITEMSIZE["float32"] == 4 and ITEMSIZE["float64"] == 8
