@@ -269,9 +269,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)  # every entry checked before anything starts
     states = run_sweep(spec, args.log, address=args.address, compile_workers=args.compile_workers,
                        progress=not args.no_progress)
+    # the live table stays on a terminal; the plain one is for a redirected stdout (a log, a pipe)
+    shown_live = not args.no_progress and sys.stderr.isatty() and sys.stdout.isatty()
     failed = 0
     for key, st in states.items():
-        print(f"{key:<44} {st.new:>4}/{st.task.trials:<4} {st.status}")
+        if not shown_live:
+            print(f"{key:<44} {st.new:>4}/{st.task.trials:<4} {st.status}")
         failed += st.status.startswith("failed")
     print(f"records are in {args.log}; replay them with `autotune replay {args.log}`")
     return 1 if failed else 0

@@ -49,17 +49,25 @@ def units(records: Sequence[Record]) -> tuple[float, str]:
 
 
 def summary(records: Sequence[Record]) -> str:
+    """One row per (task, strategy): trials, errors, best speed, and the seconds from the task's
+    first record to its last; columns as wide as their longest entry."""
     cs = curves(records)
-    rows = [f"{'task':<40} {'strategy':<13} {'trials':>6} {'errors':>6} {'best':>12} {'unit':<8} {'wall s':>8}"]
     errs: dict[tuple[str, str], int] = defaultdict(int)
     by_task: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         errs[(r.key, r.strategy or "?")] += r.error is not None
         by_task[r.key].append(r)
-    for (task, strat), pts in sorted(cs.items()):
-        rows.append(f"{task:<40} {strat:<13} {len(pts):>6} {errs[(task, strat)]:>6} {pts[-1][2]:>12.1f} "
-                    f"{units(by_task[task])[1]:<8} {pts[-1][1]:>8.1f}")
-    return "\n".join(rows)
+    header = ("task", "strategy", "trials", "errors", "best", "unit", "elapsed s")
+    body = [(task, strat, str(len(pts)), str(errs[(task, strat)]), f"{pts[-1][2]:.1f}",
+             units(by_task[task])[1], f"{pts[-1][1]:.1f}") for (task, strat), pts in sorted(cs.items())]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    left = {0, 1, 5}  # text columns; the numbers align right
+
+    def line(row: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+    return "\n".join([line(header), *map(line, body),
+                      "elapsed s: from the task's first record to its last (tuning wall time, resumes included)"])
 
 
 def plot(records: Sequence[Record], path: str) -> None:

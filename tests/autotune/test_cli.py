@@ -54,6 +54,10 @@ def test_report_summarises_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["report", str(log), "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
     assert "random" in out and (tmp_path / "c.png").stat().st_size > 1000
+    header, row = out.splitlines()[:2]
+    # columns line up however long the task name is; elapsed = last record's time - first's
+    assert header.index("elapsed s") + len("elapsed s") == len(row)
+    assert row.split()[-1] == "2.0" and "elapsed s: from the task's first record" in out
 
 
 @pytest.mark.parametrize("argv,needle", [
