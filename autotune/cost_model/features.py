@@ -1,6 +1,6 @@
 """Features of a lowered loop nest, for cost models that transfer across shapes and operators.
 
-Schema version 1: a fixed-length float32 vector. The statement executed most often (the hot
+Schema version 2: a fixed-length float32 vector. The statement executed most often (the hot
 statement, by trip count) is described in detail; totals cover every statement.
 
 Hot statement:
@@ -16,6 +16,8 @@ Hot statement:
   misc      log2 accumulator tile elements, log2 product of unrolled extents, innermost
             vectorized extent, log2 parallel extent, log2 work per thread
 Totals: number of statements, log2 total trip count, log2 bytes of local buffers.
+Structure (schema 2): packing, materialised stages, reductions as partial sums, fused epilogues
+  (autotune/cost_model/structure.py, STRUCTURE_NAMES).
 """
 from __future__ import annotations
 
@@ -26,10 +28,11 @@ from autotune.backends import backend_of
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
 from autotune.cost_model.loops import Loop, stores, stride, touched
+from autotune.cost_model.structure import STRUCTURE_NAMES, structure_features
 from autotune.ir.expr import BinOp, Call, Expr, Tensor
 from autotune.ir.stmt import Function, LoopNest, Store
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 LEVELS = (0, 1, 2, 3, 5, 99)
 N_LOOPS = 6
 N_BUFS = 4
@@ -118,11 +121,12 @@ def extract(nest: LoopNest) -> np.ndarray:
     par = next((lp.extent for lp in loops if lp.kind == "parallel"), 1)
     feats += [_log2(acc), _log2(unrolled), float(vec), _log2(par), _log2(trip / par)]
     feats += [float(len(stmts)), _log2(sum(trips)), _log2(local_bytes)]
+    feats += structure_features(stmts, hot, scopes, _flops)
     return np.asarray(feats, np.float32)
 
 
 def feature_length() -> int:
-    return 3 + N_LOOPS * (1 + len(KINDS)) + N_BUFS * (2 * len(LEVELS) + 6) + len(LEVELS) + 3 + 5 + 3
+    return 3 + N_LOOPS * (1 + len(KINDS)) + N_BUFS * (2 * len(LEVELS) + 6) + len(LEVELS) + 3 + 5 + 3 + len(STRUCTURE_NAMES)
 
 
 def config_features(task, config) -> np.ndarray:  # type: ignore[no-untyped-def]

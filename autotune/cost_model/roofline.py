@@ -37,7 +37,7 @@ from autotune.target import Target, host
 if TYPE_CHECKING:
     from autotune.task import Task
 
-# columns of the feature vector (autotune.cost_model.features, schema 1)
+# columns of the feature vector (autotune.cost_model.features, schema 2)
 TRIP, FLOPS, ACC, UNROLLED, VECTOR, PARALLEL = 0, 1, 114, 115, 116, 117
 
 
