@@ -168,7 +168,7 @@ def _append_many(path: str, i: int) -> None:
 
 
 def test_best_distill_filter() -> None:
-    other = dict(GOOD, mr=8)
+    other = dict(GOOD, mr=2)  # valid on every ISA (8x16 spills AVX2's 16 registers)
     rs = [rec(3e-3), rec(1e-3, other), rec(None), rec(2e-3)]
     assert best_per_task(rs)["matmul|M=16,N=16,K=16|float32|threads=1"].config == other
     d = distill(rs, k=2)
