@@ -35,9 +35,14 @@ HLO kernels (convolutions with their dimension numbers, reductions, copies, elem
 reach this model through autotune.backends.tpu.lowering. The "calibrated" preset's constants are
 fitted to the real runs of ../shared/tpu_real by autotune.backends.tpu.calibration (a coordinate
 search over six global constants; fit and leave-one-kernel-out check in measure/experiments/RESULTS.md).
-Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, spatial windows
-(convolution halos: an input spatial dim is tiled like the output's, without the window's halo;
-the real fixture has no spatial convolution).
+- Convolution tiles with their spatial shape and halo (lowering.Windowed): an output tile of t rows
+  of a window of size r, stride s and dilation d reads (t - 1) * s + (r - 1) * d + 1 input rows,
+  so neighbouring input blocks overlap and re-read the halo (in DMA bytes and in the VMEM
+  footprint, padded to the memory tile like any block); the step's matmul has the batch times the
+  output spatial tile as rows and runs one MXU pass per window position.
+
+Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, padding at the
+image border (an edge tile reads its clipped halo like an inner one).
 
 Example::
 
@@ -133,7 +138,7 @@ class Block:
 @dataclass(frozen=True)
 class TiledKernel:
     """grid: steps per axis; mxu: the (bm, bk, bn) matmul each step runs, or None, in `mxu_passes`
-    bf16 passes; vpu_ops: elementwise ops per output element per step; vpu_vreg_ops: further
+    passes (the bf16 passes of its dtype times a convolution's window positions); vpu_ops: elementwise ops per output element per step; vpu_vreg_ops: further
     vector-register ops per step; reduction_axes: axes over which the output block accumulates
     (it is written when its index changes); extra_outputs: further outputs of a multi-output fusion."""
     grid: tuple[int, ...]
