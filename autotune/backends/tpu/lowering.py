@@ -196,6 +196,34 @@ def _block(name: str, shape: ArrayShape, m: tuple[Axis, ...] | None, tile: dict[
                  tuple(grid_axis[d] for d in phys) or (None,), shape.itemsize, mt or (1,))
 
 
+def epilogue_ids(k: HloKernel) -> set[int]:
+    """Ids of the instructions that use a contraction's or reduction's result (directly, through
+    other instructions, or through a nested fusion's parameter): a fusion runs them once per output
+    block, on the finished sum, not at every step of the contraction."""
+    callers: dict[int, Instruction] = {}
+    for _, ins in k.walk():
+        if ins.opcode == "fusion":
+            for c in ins.called:
+                callers[c] = ins
+    seeds = {ins.id for _, ins in k.walk() if ins.opcode in ("convolution", "dot", "reduce")}
+    after: set[int] = set()
+    for _ in range(8):  # to a fixed point (graphs are small)
+        grew = False
+        for comp, ins in k.walk():
+            if ins.id in after:
+                continue
+            uses = any(o in seeds or o in after for o in ins.operands)
+            if ins.opcode == "parameter" and comp.id in callers:
+                outer = callers[comp.id].operands[ins.parameter_number]
+                uses = outer in seeds or outer in after
+            if uses:
+                after.add(ins.id)
+                grew = True
+        if not grew:
+            break
+    return after
+
+
 STREAM_BLOCK_BYTES = 1 << 20
 
 
@@ -252,14 +280,18 @@ def lower(k: HloKernel, cfg: TileConfig, core: TpuCoreConfig, space: TileSpace |
         steps = math.prod(grid)
         inputs = [Block(b.name, b.shape, (-(-b.shape[0] // steps), *b.shape[1:]), (0 if steps > 1 else None,
                         *(None,) * (len(b.shape) - 1)), b.itemsize, b.tile) for b in inputs]
-    # per-step work
-    vregs = 0.0
+    # per-step work, and the epilogue done once per output block
+    vregs = epilogue = 0.0
+    after = epilogue_ids(k) if conv is not None or an.reduced else set()
     for _, ins in k.walk():
         if ins.opcode in FREE or ins.is_tuple or ins.shape.rank == 0:
             continue
         b = _block(ins.name, ins.shape, maps.get(ins.id), tile, axis_of)
         cost = core.transcendental_cost if ins.opcode in TRANSCENDENTAL else 1.0
-        vregs += math.prod(b.padded()) / (8 * 128) * cost
+        if ins.id in after:
+            epilogue += math.prod(b.padded()) / (8 * 128) * cost
+        else:
+            vregs += math.prod(b.padded()) / (8 * 128) * cost
     mxu = None
     passes = 1
     flops = 0.0
@@ -275,4 +307,5 @@ def lower(k: HloKernel, cfg: TileConfig, core: TpuCoreConfig, space: TileSpace |
     red_axes = tuple(axis_of[d] for d in an.reduced) + ((axis_of["K"],) if "K" in axis_of else ())
     return TiledKernel(grid, tuple(inputs), outs[0], mxu=mxu, reduction_axes=red_axes, name=k.name, flops=flops,
                        extra_outputs=tuple(outs[1:]), vpu_vreg_ops=vregs, mxu_passes=passes,
+                       epilogue_vreg_ops=epilogue,
                        meta={"axes": axes, "tile": tile})
