@@ -21,19 +21,17 @@ def conv_kernel(size: int = 3, stride: int = 1) -> HloKernel:
     cd = {"in_batch": 0, "in_feat": 3, "in_spatial": [1, 2], "k_in": 2, "k_out": 3, "k_spatial": [0, 1],
           "out_batch": 0, "out_feat": 3, "out_spatial": [1, 2]}
     lay = {"minor_to_major": [3, 2, 1, 0], "tiles": [[8, 128]]}
+
+    def params(first_id: int, names: tuple[str, str]) -> list[dict]:
+        """The input and the kernel as parameters 0 and 1 of a computation."""
+        return [{"name": n, "opcode": "parameter", "dtype": "f32", "shape": s, "id": first_id + i, "operands": [],
+                 "parameter_number": i, "layout": lay}
+                for i, (n, s) in enumerate(zip(names, ([N, H, W, C], [size, size, C, F])))]
     return HloKernel.from_json({"kernel": "fusion.conv", "entry_id": 2, "computations": [
-        {"name": "fused_conv", "id": 1, "root_id": 12, "instructions": [
-            {"name": "p0", "opcode": "parameter", "dtype": "f32", "shape": [N, H, W, C], "id": 10, "operands": [],
-             "parameter_number": 0, "layout": lay},
-            {"name": "p1", "opcode": "parameter", "dtype": "f32", "shape": [size, size, C, F], "id": 11,
-             "operands": [], "parameter_number": 1, "layout": lay},
+        {"name": "fused_conv", "id": 1, "root_id": 12, "instructions": [*params(10, ("p0", "p1")),
             {"name": "conv", "opcode": "convolution", "dtype": "f32", "shape": [N, oh, oh, F], "id": 12,
              "operands": [10, 11], "layout": lay, "window": win, "conv_dims": cd, "feature_group_count": 1}]},
-        {"name": "entry", "id": 2, "root_id": 22, "instructions": [
-            {"name": "x", "opcode": "parameter", "dtype": "f32", "shape": [N, H, W, C], "id": 20, "operands": [],
-             "parameter_number": 0, "layout": lay},
-            {"name": "w", "opcode": "parameter", "dtype": "f32", "shape": [size, size, C, F], "id": 21,
-             "operands": [], "parameter_number": 1, "layout": lay},
+        {"name": "entry", "id": 2, "root_id": 22, "instructions": [*params(20, ("x", "w")),
             {"name": "fusion.conv", "opcode": "fusion", "dtype": "f32", "shape": [N, oh, oh, F], "id": 22,
              "operands": [20, 21], "called": [1], "layout": lay, "fusion_kind": "kConvolution"}]}]})
 
