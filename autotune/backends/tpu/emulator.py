@@ -6,7 +6,7 @@ The kernel model (a Pallas-style tiled kernel): a grid of sequential steps, iter
 (last axis fastest). Each operand is a 2-D array moved in blocks; a block's index depends on a
 subset of the grid axes. Per step the core runs the matrix unit (MXU) on the step's block
 matmul and the vector unit (VPU) on elementwise work, while the DMA engine brings the next step's
-blocks (double buffering). Modelled effects, each with its source:
+blocks (double buffering). Modelled effects, each with its source or the real runs that show it:
 
 - MXU: `mxu_count` systolic arrays of 128x128 bf16 multiply-accumulate with fp32 accumulation
   (Norrie et al. 2021, Jouppi et al. 2023); a step's matmul of (bm, bk, bn) costs pad8(bm) *
@@ -21,12 +21,26 @@ blocks (double buffering). Modelled effects, each with its source:
   and each contiguous run of a block costs `dma_row_overhead_bytes` more: HBM holds arrays tile by
   tile, so a block spanning whole rows of tiles is one run and a narrow one a run per tile row
   (DMA row contiguity).
-- Double-buffered DMA: a step lasts max(compute, DMA of the next step's blocks); a block is not
-  fetched again when consecutive steps use the same block index (Pallas pipelining docs); several
-  outputs (multi-output fusions) are each written when their index changes.
+- Double-buffered DMA: a block is not fetched again when consecutive steps use the same block
+  index (Pallas pipelining docs); several outputs (multi-output fusions) are each written when
+  their index changes.
+- DMA lookahead across a block's whole window (`overlapped_seconds`): a block moved every p steps
+  (an output block accumulated over p contraction steps, and the operands that share its index) is
+  fetched into the buffer freed at the start of the previous p-step window, so its DMA overlaps
+  all p steps of compute, not only the last; a window lasts max(its steps, all its DMA). (The real
+  runs of fusion.261 suggest it: the same output tile takes the same time whether the contraction is
+  one step or split in two, 99.0 vs 97.8 us; with one-step lookahead the split was 27% slower.)
+- Epilogue once per output block: the fusion's work on a contraction's or reduction's finished
+  sum (lowering.epilogue_ids: e.g. the scale-and-subtract of a weight update) runs once per output
+  block, not at every contraction step.
 - Pipeline fill and drain: the first step's inputs are fetched before compute starts and the last
   output blocks are written after it ends, without overlap.
 - Per-step overhead `step_overhead_us` (grid loop and DMA issue), not overlapped.
+- Convolution tiles with their spatial shape and halo (lowering.Windowed): an output tile of t rows
+  of a window of size r, stride s and dilation d reads (t - 1) * s + (r - 1) * d + 1 input rows,
+  so neighbouring input blocks overlap and re-read the halo (in DMA bytes and in the VMEM
+  footprint, padded to the memory tile like any block); the step's matmul has the batch times the
+  output spatial tile as rows and runs one MXU pass per window position.
 - VMEM capacity per generation (`vmem_mib`: 16 MiB v3/v4, 128 MiB v5e and the calibrated core):
   double-buffered input and output blocks plus an fp32 accumulator for reductions must fit, else
   the config is an error result (like a compile failure).
@@ -35,9 +49,9 @@ HLO kernels (convolutions with their dimension numbers, reductions, copies, elem
 reach this model through autotune.backends.tpu.lowering. The "calibrated" preset's constants are
 fitted to the real runs of ../shared/tpu_real by autotune.backends.tpu.calibration (a coordinate
 search over six global constants; fit and leave-one-kernel-out check in measure/experiments/RESULTS.md).
-Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, spatial windows
-(convolution halos: an input spatial dim is tiled like the output's, without the window's halo;
-the real fixture has no spatial convolution).
+
+Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, padding at the
+image border (an edge tile reads its clipped halo like an inner one).
 
 Example::
 
@@ -85,7 +99,7 @@ PRESETS = {
     # autotune.backends.tpu.calibration.calibrate (the fit: measure/experiments/RESULTS.md)
     "calibrated": TpuCoreConfig("calibrated", mxu_count=4, clock_ghz=1.05, hbm_gbps=585.0, vmem_mib=128.0,
                                 vpu_ops_per_cycle=1.0, step_overhead_us=0.1872, dma_row_overhead_bytes=1938,
-                                f32_mxu_passes=1, mxu_step_overhead_us=0.1759),
+                                f32_mxu_passes=3, mxu_step_overhead_us=0.2023),
 }
 
 
@@ -133,9 +147,11 @@ class Block:
 @dataclass(frozen=True)
 class TiledKernel:
     """grid: steps per axis; mxu: the (bm, bk, bn) matmul each step runs, or None, in `mxu_passes`
-    bf16 passes; vpu_ops: elementwise ops per output element per step; vpu_vreg_ops: further
+    passes (the bf16 passes of its dtype times a convolution's window positions); vpu_ops: elementwise ops per output element per step; vpu_vreg_ops: further
     vector-register ops per step; reduction_axes: axes over which the output block accumulates
-    (it is written when its index changes); extra_outputs: further outputs of a multi-output fusion."""
+    (it is written when its index changes); extra_outputs: further outputs of a multi-output fusion;
+    epilogue_vreg_ops: vector-register ops on the finished sum (a fusion's work after its contraction
+    or reduction), once per output block."""
     grid: tuple[int, ...]
     inputs: tuple[Block, ...]
     output: Block
@@ -148,6 +164,7 @@ class TiledKernel:
     extra_outputs: tuple[Block, ...] = ()
     vpu_vreg_ops: float = 0.0
     mxu_passes: int = 1
+    epilogue_vreg_ops: float = 0.0
 
     @property
     def steps(self) -> int:
@@ -192,7 +209,26 @@ def step_compute_seconds(k: TiledKernel, core: TpuCoreConfig) -> float:
     if k.vpu_ops:
         cycles += k.vpu_ops * math.prod(k.output.padded()) / (8 * 128) / core.vpu_ops_per_cycle
     cycles += k.vpu_vreg_ops / core.vpu_ops_per_cycle
+    # the epilogue runs once per output block: spread over the steps that accumulate it
+    cycles += k.epilogue_vreg_ops / core.vpu_ops_per_cycle / fetch_period(k.output.axes, k.grid)
     return cycles / (core.clock_ghz * 1e9)
+
+
+def overlapped_seconds(step_compute: float, transfers: list[tuple[int, float]], steps: int) -> tuple[float, float]:
+    """(seconds, DMA seconds) of `steps` grid steps of `step_compute` each, with the transfers
+    (period in steps, seconds) overlapped with compute. A block moved every p steps goes into the
+    buffer its predecessor-but-one used, free from the start of the previous p-step window, so its
+    DMA overlaps that whole window (not only its last step), and the DMA engine works through all
+    of the window's transfers meanwhile. Periods nest (each divides the next): a window of p steps
+    lasts the longer of its sub-windows and its DMA. With every period 1 this is the sum over steps
+    of max(compute, DMA)."""
+    window, dma, p_prev = step_compute, 0.0, 1
+    for p in sorted({p for p, _ in transfers}):
+        r = p // p_prev
+        dma = r * dma + sum(t for q, t in transfers if q == p)
+        window = max(r * window, dma)
+        p_prev = p
+    return steps // p_prev * window, steps // p_prev * dma
 
 
 def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
@@ -214,19 +250,7 @@ def emulate(k: TiledKernel, core: TpuCoreConfig) -> TpuTiming:
     # (period, seconds) for every transfer: inputs fetched, and the output written back
     transfers = [(fetch_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.inputs]
     transfers += [(fetch_period(b.axes, k.grid), b.dma_bytes(g, ov) / bw) for b in k.outputs]
-    # periods nest (each divides the next larger one): count steps by the set of transfers they do
-    transfers.sort()
-    total = 0.0
-    dma_total = 0.0
-    counted = 0
-    for j in range(len(transfers), 0, -1):
-        p_j = transfers[j - 1][0]
-        steps_j = n // p_j - counted
-        d = sum(t for _, t in transfers[:j])
-        total += steps_j * max(c, d)
-        dma_total += steps_j * d
-        counted += steps_j
-    total += (n - counted) * c
+    total, dma_total = overlapped_seconds(c, transfers, n)
     fill = sum(b.dma_bytes(g, ov) for b in k.inputs) / bw  # first inputs, before any compute
     drain = sum(b.dma_bytes(g, ov) for b in k.outputs) / bw  # last output blocks, after it
     overhead = core.step_overhead_us + (core.mxu_step_overhead_us if k.mxu is not None else 0.0)

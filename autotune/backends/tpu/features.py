@@ -111,6 +111,7 @@ def hlo_features(kernel, cfg, space=None) -> np.ndarray:  # type: ignore[no-unty
     raw = sum(n // fetch_period(b.axes, k.grid) * math.prod(min(x, s) for x, s in zip(b.block, b.shape)) * b.itemsize
               for b in blocks)
     grid = (sorted(k.grid, reverse=True) + [1, 1, 1, 1])[:4]
+    vregs = k.vpu_vreg_ops + k.epilogue_vreg_ops / fetch_period(k.output.axes, k.grid)  # the epilogue, per step
     tiles = 0.0
     if k.mxu is not None:
         bm, bk, bn = k.mxu
@@ -120,6 +121,6 @@ def hlo_features(kernel, cfg, space=None) -> np.ndarray:  # type: ignore[no-unty
     mem = max(raw / (CORE.hbm_gbps * 1e9), 1e-12)
     f = [_l2(x) for x in cfg.config_feat()] + [
         _l2(n), *(_l2(g) for g in grid), _l2(dma), _l2(runs), vmem_usage(k) / (128 * (1 << 20)),
-        _l2(k.vpu_vreg_ops), _l2(k.vpu_vreg_ops * n), _l2(tiles), float(k.mxu is not None), math.log2(comp),
+        _l2(vregs), _l2(vregs * n), _l2(tiles), float(k.mxu is not None), math.log2(comp),
         math.log2(mem)]
     return np.asarray(f, np.float32)

@@ -9,8 +9,11 @@ work): what XLA's TPU backend does with the dataset's tile bounds, as far as the
   `dimensions`), convolutions (their dimension numbers), nested fusions (parameters to operands) and
   elementwise ops; forward through reductions to the outputs. A tensor's block is the tile of the
   dims it maps to, its full extent elsewhere, laid out in its own physical order: so a broadcast
-  vector is a small block fetched once, a transposing copy reads its blocks in another order.
-- Per step: the convolution's matmul on the MXU (f32 in `f32_mxu_passes` bf16 passes), and every
+  vector is a small block fetched once, a transposing copy reads its blocks in another order. A
+  convolution input's spatial dim maps to its output spatial dim through the window (`Windowed`):
+  its block is the output tile plus the halo, (t - 1) * stride + (size - 1) * dilation + 1 rows.
+- Per step: the convolution's matmul on the MXU (rows: the batch times the output spatial tile; f32
+  in `f32_mxu_passes` bf16 passes; one pass per window position), and every
   other computing instruction on the VPU, one vector-register op per (8, 128) of its block
   (transcendentals cost `transcendental_cost`), work recomputed each step as a fusion does.
 
@@ -23,12 +26,43 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Union
+from dataclasses import dataclass
+from typing import Any, Union
 
 from autotune.backends.tpu.emulator import Block, TiledKernel, TileError, TpuCoreConfig
 from autotune.backends.tpu.hlo import ArrayShape, Computation, HloError, HloKernel, Instruction, TileConfig, TileSpace
 
-Axis = Union[int, str, None]  # an anchor logical dim, "K" (the contraction), or None (not tiled)
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """A convolution input's spatial dim, tiled through the output spatial dim `axis`: a tile of t
+    outputs reads the input rows its windows cover, (t - 1) * stride + (size - 1) * dilation + 1
+    (in base-dilated coordinates), so neighbouring tiles overlap by the halo and re-read it."""
+    axis: int
+    stride: int = 1
+    size: int = 1
+    dilation: int = 1
+    base_dilation: int = 1
+
+    def rows(self, t: int) -> int:
+        """Input rows one output tile of t rows reads, halo included."""
+        span = (t - 1) * self.stride + (self.size - 1) * self.dilation + 1
+        return -(-span // self.base_dilation)
+
+    @classmethod
+    def of(cls, axis: "Axis", window: dict[str, Any]) -> "Axis":
+        """The map of an input spatial dim whose output dim maps to `axis`, under one window dim
+        (XLA's WindowDimension fields: size, stride, window_dilation, base_dilation)."""
+        stride, size = int(window.get("stride", 1)), int(window.get("size", 1))
+        dilation, base = int(window.get("window_dilation", 1)), int(window.get("base_dilation", 1))
+        if type(axis) is not int or (stride, size, base) == (1, 1, 1):
+            return axis  # not tiled, or a 1x1 window: the input dim is tiled like the output's
+        return cls(axis, stride, size, dilation, base)
+
+
+# an anchor logical dim, "K" (the contraction), a windowed anchor dim, or None (not tiled)
+Axis = Union[int, str, Windowed, None]
 FREE = {"parameter", "constant", "broadcast", "bitcast", "tuple", "get-tuple-element", "fusion", "reshape",
         "convolution", "dot", "iota"}
 TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "divide", "tanh", "rsqrt", "sqrt",
@@ -56,8 +90,9 @@ def _operand_maps(ins: Instruction, m: tuple[Axis, ...], operand: Instruction, j
         out = [None] * r
         if j == 0:
             out[cd["in_batch"]], out[cd["in_feat"]] = m[cd["out_batch"]], "K"
-            for a, b in zip(cd.get("in_spatial", ()), cd.get("out_spatial", ())):
-                out[a] = m[b]
+            window = list(ins.window) + [{}] * len(cd.get("in_spatial", ()))
+            for a, b, w in zip(cd.get("in_spatial", ()), cd.get("out_spatial", ()), window):
+                out[a] = Windowed.of(m[b], w)
         else:
             out[cd["k_in"]], out[cd["k_out"]] = "K", m[cd["out_feat"]]
         return tuple(out)
@@ -148,12 +183,45 @@ def dim_maps(k: HloKernel, anchor_ins: Instruction, anchor_rank: int) -> dict[in
 def _block(name: str, shape: ArrayShape, m: tuple[Axis, ...] | None, tile: dict[Axis, int],
            axis_of: dict[Axis, int]) -> Block:
     m = m if m is not None else (None,) * shape.rank
-    elems = [min(tile.get(a, shape.dims[d]) if a is not None else shape.dims[d], shape.dims[d])
-             for d, a in enumerate(m)]
+
+    def extent(d: int, a: Axis) -> int:
+        if isinstance(a, Windowed):  # a convolution input's spatial dim: the output tile plus its halo
+            return a.rows(tile[a.axis]) if a.axis in tile else shape.dims[d]
+        return tile.get(a, shape.dims[d]) if a is not None else shape.dims[d]
+    elems = [min(extent(d, a), shape.dims[d]) for d, a in enumerate(m)]
+    grid_axis = [axis_of.get(a.axis if isinstance(a, Windowed) else a) for a in m]
     phys = shape.physical
     mt = shape.memory_tile
     return Block(name, shape.physical_shape or (1,), tuple(elems[d] for d in phys) or (1,),
-                 tuple(axis_of.get(m[d]) for d in phys) or (None,), shape.itemsize, mt or (1,))
+                 tuple(grid_axis[d] for d in phys) or (None,), shape.itemsize, mt or (1,))
+
+
+def epilogue_ids(k: HloKernel) -> set[int]:
+    """Ids of the instructions that use a contraction's or reduction's result (directly, through
+    other instructions, or through a nested fusion's parameter): a fusion runs them once per output
+    block, on the finished sum, not at every step of the contraction."""
+    callers: dict[int, Instruction] = {}
+    for _, ins in k.walk():
+        if ins.opcode == "fusion":
+            for c in ins.called:
+                callers[c] = ins
+    seeds = {ins.id for _, ins in k.walk() if ins.opcode in ("convolution", "dot", "reduce")}
+    after: set[int] = set()
+    for _ in range(8):  # to a fixed point (graphs are small)
+        grew = False
+        for comp, ins in k.walk():
+            if ins.id in after:
+                continue
+            uses = any(o in seeds or o in after for o in ins.operands)
+            if ins.opcode == "parameter" and comp.id in callers:
+                outer = callers[comp.id].operands[ins.parameter_number]
+                uses = outer in seeds or outer in after
+            if uses:
+                after.add(ins.id)
+                grew = True
+        if not grew:
+            break
+    return after
 
 
 STREAM_BLOCK_BYTES = 1 << 20
@@ -212,24 +280,32 @@ def lower(k: HloKernel, cfg: TileConfig, core: TpuCoreConfig, space: TileSpace |
         steps = math.prod(grid)
         inputs = [Block(b.name, b.shape, (-(-b.shape[0] // steps), *b.shape[1:]), (0 if steps > 1 else None,
                         *(None,) * (len(b.shape) - 1)), b.itemsize, b.tile) for b in inputs]
-    # per-step work
-    vregs = 0.0
+    # per-step work, and the epilogue done once per output block
+    vregs = epilogue = 0.0
+    after = epilogue_ids(k) if conv is not None or an.reduced else set()
     for _, ins in k.walk():
         if ins.opcode in FREE or ins.is_tuple or ins.shape.rank == 0:
             continue
         b = _block(ins.name, ins.shape, maps.get(ins.id), tile, axis_of)
         cost = core.transcendental_cost if ins.opcode in TRANSCENDENTAL else 1.0
-        vregs += math.prod(b.padded()) / (8 * 128) * cost
+        if ins.id in after:
+            epilogue += math.prod(b.padded()) / (8 * 128) * cost
+        else:
+            vregs += math.prod(b.padded()) / (8 * 128) * cost
     mxu = None
     passes = 1
     flops = 0.0
     if conv is not None:
         cd = conv.conv_dims
-        bm, bn = tile[int(cd["out_batch"])], tile[int(cd["out_feat"])]
+        # the step's matmul: rows are the batch and output spatial tile, one pass per window position
+        bm = tile[int(cd["out_batch"])] * math.prod(tile[int(d)] for d in cd.get("out_spatial", ()))
+        bn = tile[int(cd["out_feat"])]
         mxu = (bm, tile["K"], bn)
-        passes = core.f32_mxu_passes if conv.shape.dtype == "f32" else 1
-        flops = 2.0 * math.prod(conv.shape.dims) * extent["K"]
+        positions = math.prod(int(w.get("size", 1)) for w in conv.window)
+        passes = (core.f32_mxu_passes if conv.shape.dtype == "f32" else 1) * positions
+        flops = 2.0 * math.prod(conv.shape.dims) * extent["K"] * positions
     red_axes = tuple(axis_of[d] for d in an.reduced) + ((axis_of["K"],) if "K" in axis_of else ())
     return TiledKernel(grid, tuple(inputs), outs[0], mxu=mxu, reduction_axes=red_axes, name=k.name, flops=flops,
                        extra_outputs=tuple(outs[1:]), vpu_vreg_ops=vregs, mxu_passes=passes,
+                       epilogue_vreg_ops=epilogue,
                        meta={"axes": axes, "tile": tile})

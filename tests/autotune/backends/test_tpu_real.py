@@ -69,7 +69,7 @@ def test_calibrated_emulator_ranks_the_matmul_fusions(kernels) -> None:  # type:
         taus[name] = kendall_tau(-emu, ns)
         assert ns[np.argmin(emu)] == ns.min(), name  # it picks the real best
         assert 0.5 < np.median(emu * 1e9 / ns) < 2.0  # absolute times within 2x
-    assert min(taus.values()) > 0.7, taus
+    assert min(taus.values()) >= 0.8, taus
 
 
 @needs_real
@@ -107,3 +107,18 @@ def test_real_kernels_export_to_tile_files_and_load_back(kernels, tmp_path: Path
     assert copy.node_feat[1, 0] == 1 and copy.node_feat[1, 15] == 1  # the root, bf16
     assert list(copy.node_feat[1, 134:138]) == [3, 2, 1, 0]
     assert len(dataset_from_tiles(paths)) == sum(len(rk.configs()[0]) for rk in kernels.values())
+
+
+@needs_real
+def test_splitting_the_contraction_at_one_output_tile_costs_little(kernels) -> None:  # type: ignore[no-untyped-def]
+    """fusion.261 (a weight update: param - lr * conv): the same output tile with the contraction in
+    one step or in two ran 99.0 and 97.8 us; the epilogue runs once per output block and the output
+    block's DMA overlaps both steps, so the emulator keeps the two within 10%."""
+    from autotune.backends.tpu.lowering import epilogue_ids
+    rk = kernels["fusion.261"]
+    assert {i.name for _, i in rk.kernel.walk() if i.id in epilogue_ids(rk.kernel)} == {"multiply.201", "subtract.185"}
+    whole, split = (lower(rk.kernel, TileConfig(kb, (64, 8)), CORE) for kb in ((4, 4), (2, 4)))
+    assert whole.grid[-1] == 1 and split.grid[-1] == 2
+    assert whole.epilogue_vreg_ops == split.epilogue_vreg_ops > 0
+    ratio = emulate(split, CORE).seconds / emulate(whole, CORE).seconds
+    assert 0.9 < ratio < 1.1, ratio
