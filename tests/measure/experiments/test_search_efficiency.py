@@ -48,8 +48,9 @@ def test_interleave_samples_every_callable_each_round_and_ranks_a_slower_one_slo
 
     medians = _interleave({"fast": spin("fast", 1e-4), "slow": spin("slow", 4e-4)}, seconds=0.0, min_rounds=5)
     assert set(medians) == {"fast", "slow"} and medians["slow"] > 2 * medians["fast"]
-    # a warm-up call and calibration calls, then 5 rounds of samples of about 2 ms: many calls of the fast one
-    assert calls["slow"] >= 2 + 5 and calls["fast"] > calls["slow"]
+    # a warm-up call and calibration calls, then 5 rounds of samples (how many calls a sample takes
+    # follows a calibration timing, which a loaded machine can stretch: not asserted)
+    assert calls["slow"] >= 2 + 5 and calls["fast"] >= 2 + 5
     assert _interleave({}, seconds=1.0) == {}
 
 
