@@ -1,20 +1,20 @@
 """y = softmax(x) over the rows of x[M, N], numerically stable (the row max is subtracted first).
 
-Compute definition (each stage has one consumer, so every stage can be computed at a loop of
-its consumer; the row max is computed twice for that reason, which costs one cheap pass)::
+Compute definition (exp once per element: e is read by the row sum and the output)::
 
-    mxa[i] = max_j x[i, j]
-    s[i]   = sum_j exp(x[i, j] - mxa[i])
-    mxb[i] = max_j x[i, j]
-    y[i,j] = exp(x[i, j] - mxb[i]) / s[i]
+    mx[i]  = max_j x[i, j]
+    e[i,j] = exp(x[i, j] - mx[i])
+    s[i]   = sum_j e[i, j]
+    y[i,j] = e[i, j] / s[i]
 
 exp is written in the tensor language (`exp_nonpos`: a polynomial and `te.pow2`, which LLVM
 vectorizes, also inside the row sum): Numba's np.exp is a scalar libm call here (no SVML), about
 4x slower than NumPy's SIMD exp, which no schedule could recover.
 
 Schedule: the rows are split into blocks of [rows] (the block loop runs over threads when
-[parallel]); s and mxb are computed at the block loop (or per row, [attach]) into small local
-buffers, so x is read from DRAM once and re-read from L1/L2; row loops are vectorized and the
+[parallel]); s, then e (read by s and y, so s is attached first) are computed at the block loop
+(or per row, [attach]) into small local buffers, mx per row of e: x is read from DRAM once and
+re-read from L1/L2, e is written to and read from L1/L2; row loops are vectorized and the
 codegen's `reassoc` lets LLVM vectorize the row max and row sum.
 """
 from __future__ import annotations
@@ -106,10 +106,10 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     M, N = shape["M"], shape["N"]
     x = te.placeholder((M, N), dtype, name="x")
     ks = te.reduce_axis(N, name="ks")
-    mxa = row_max(x, "mxa")
-    s = te.compute((M,), lambda i: te.sum(exp_nonpos(x[i, ks] - mxa[i], dtype), axis=ks), name="s")
-    mxb = row_max(x, "mxb")
-    return te.compute((M, N), lambda i, j: exp_nonpos(x[i, j] - mxb[i], dtype) / s[i], name="y")
+    mx = row_max(x, "mx")
+    e = te.compute((M, N), lambda i, j: exp_nonpos(x[i, j] - mx[i], dtype), name="e")
+    s = te.compute((M,), lambda i: te.sum(e[i, ks], axis=ks), name="s")
+    return te.compute((M, N), lambda i, j: e[i, j] / s[i], name="y")
 
 
 def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
@@ -131,8 +131,9 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     s.split("y", "i", rows, "io", "ii")
     at = "io" if cfg["attach"] == "block" else "ii"
     s.compute_at("s", "y", at)
-    schedule_row_max(s, "mxb", "y", at)
-    schedule_row_max(s, "mxa", "s", "i")
+    s.compute_at("e", "y", at)   # after s: e's other reader must be computed there already
+    schedule_row_max(s, "mx", "e", "i")
+    s.vectorize("e", "j")
     s.vectorize("y", "j")
     if cfg["parallel"] and threads > 1:
         s.parallel("y", "io")
