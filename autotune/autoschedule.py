@@ -12,7 +12,8 @@ contiguous, who consumes what) and pick one of three sketches, like Ansor's sket
   ("block"), so the output is written once, after the elementwise ops.
 - **rows**: programs whose reductions run along the contiguous axis (row sum, softmax, layernorm).
   The output's rows are split into blocks ([rows], the block loop over threads); every producer
-  with one consumer is computed at a loop of it ([attach]: per block or per row), so the rows stay
+  with one consumer is computed at a loop of it ([attach]: per block or per row), and so is one
+  read only by the output and by stages computed at its block (softmax's exp), so the rows stay
   in cache; reductions along a contiguous axis are vectorised rfactor style (LLVM, allowed to
   reassociate, keeps vector partial sums and reduces them horizontally once); stages whose last
   axis is contiguous run their reductions outside it and vectorise it.
@@ -531,13 +532,16 @@ class AutoScheduler:
         rows = min(cfg["rows"], self.spatial[0][1])
         so, si = s.split(out, s0, rows, f"{s0}_o", f"{s0}_i")
         at = so if cfg.get("attach", "block") == "block" else si
+        at_out: set[str] = set()  # stages computed at the output's block (or row) loop
         for n in reversed(self.stages):  # consumers before producers
             if self._inline(n):
                 continue
             readers = self.readers[n]
-            if len(readers) == 1:
-                r = readers[0]
+            if len(readers) == 1 or (out in readers and set(readers) - {out} <= at_out):
+                r = readers[0] if len(readers) == 1 else out
                 s.compute_at(n, r, at if r == out else self.tensors[r].axes[0].name)
+                if r == out:
+                    at_out.add(n)
             self._stage_loops(s, n)
         self._stage_loops(s, out)
         if self.output.reduce_axes and len(s.stages[out].order) > len(self.output.reduce_axes) + 1:

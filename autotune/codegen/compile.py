@@ -44,13 +44,14 @@ configure_numba()
 import numba  # noqa: E402  (after configure_numba on purpose)
 from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
+from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
 from autotune.codegen.source import generate_source, scratch, source_hash  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
 def _cache_key_extra() -> str:
     env = configure_numba()
-    return f"numba={numba.__version__};" + ";".join(f"{k}={v}" for k, v in sorted(env.items()))
+    return f"numba={numba.__version__};runtime={RUNTIME_VERSION};" + ";".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
 def _unwritable(root: Path, e: OSError) -> CacheError:

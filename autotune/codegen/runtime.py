@@ -1,9 +1,20 @@
-"""Helpers that generated kernels import: a fixed-size stack buffer for accumulator tiles."""
+"""Helpers that generated kernels import: a fixed-size stack buffer for accumulator tiles, and
+2**n built from the bits of a float (the IR's `pow2`).
+
+RUNTIME_VERSION is part of the compile cache's key: change it whenever what a helper compiles to
+changes, or kernels cached with the old helper would keep running.
+"""
 from __future__ import annotations
 
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+RUNTIME_VERSION = 2
+
+# float type: (integer type of its bits, mantissa bits, smallest and largest normal exponent)
+POW2_FORMAT = {"float32": ("int32", 23, -126, 127), "float64": ("int64", 52, -1022, 1023)}
 
 
 @intrinsic
@@ -22,3 +33,32 @@ def stack_empty(typingctx, size, dtype):  # type: ignore[no-untyped-def]
         return cgutils.alloca_once(builder, context.get_value_type(elem), size=n)
 
     return types.CPointer(elem)(size, dtype), codegen
+
+
+@intrinsic
+def pow2(typingctx, n):  # type: ignore[no-untyped-def]
+    """2**n for a float32 or float64 n, in n's type: n is truncated toward zero and clamped to the
+    normal exponents ([-126, 127] for float32, [-1022, 1023] for float64), so the result is never
+    0, a denormal or inf; NaN gives the smallest normal number.
+
+    Built without a call: clamp (two vector min/max), convert to an int32 (sign-extended for
+    float64), add the exponent bias, shift it into the exponent field and reinterpret the bits as a float, all of which LLVM
+    vectorizes. In a kernel: pow2(np.float32(-3.0)) == np.float32(0.125).
+    """
+    if n not in (types.float32, types.float64):
+        return None
+    itype, mant, lo, hi = POW2_FORMAT[str(n)]
+    bits = int(itype[3:])
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        (x,) = args
+        fty, ity = x.type, ir.IntType(bits)
+        # fcmp+select in this order gives lo for NaN; LLVM turns them into vector max/min
+        x = builder.select(builder.fcmp_ordered(">", x, ir.Constant(fty, float(lo))), x, ir.Constant(fty, float(lo)))
+        x = builder.select(builder.fcmp_ordered("<", x, ir.Constant(fty, float(hi))), x, ir.Constant(fty, float(hi)))
+        # through int32 for float64 too: AVX2 converts doubles to int32 only (to int64 needs AVX-512)
+        e = builder.sext(builder.fptosi(x, ir.IntType(32)), ity) if bits == 64 else builder.fptosi(x, ity)
+        e = builder.add(e, ir.Constant(ity, hi))  # hi is the exponent bias
+        return builder.bitcast(builder.shl(e, ir.Constant(ity, mant)), fty)
+
+    return n(n), codegen

@@ -30,7 +30,7 @@ from autotune.schedule.schedule import Schedule
 NP_DTYPE = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64", "int32": "np.int32",
             "bool": "np.bool_"}
 NB_DTYPE = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "boolean"}
-RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "prologue", "kernel"}
+RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel"}
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
@@ -67,6 +67,7 @@ class Printer:
         self.pending: list[str] = []
         self.temps = 0
         self.guarded = 0  # inside a select's branch: nothing new is hoisted (it may be unsafe to evaluate)
+        self.helpers = {"stack_empty"}  # what the kernels import from autotune.codegen.runtime
 
     def name(self, obj: Var | Tensor) -> str:
         key = id(obj)
@@ -178,6 +179,10 @@ class Printer:
                 return f"-{x[0] if x[1] >= PREC['*'] else f'({x[0]})'}", PREC["*"]
             if e.func == "abs":
                 return f"abs({x[0]})", PREC["atom"]
+            if e.func == "pow2":
+                self.helpers.add("pow2")
+                arg = x[0] if e.args[0].dtype in ("float32", "float64") else f"{NP_DTYPE[d]}({x[0]})"  # type: ignore[index]
+                return f"pow2({arg})", PREC["atom"]
             if e.func == "sigmoid":
                 one = self.const(Const(1.0, d), d)
                 return f"{one} / ({one} + np.exp(-({x[0]})))", PREC["/"]
@@ -270,7 +275,7 @@ def generate_source(sched: Schedule, nest: LoopNest | None = None, *, reassoc: b
             "import numba",
             "import numpy as np",
             "",
-            "from autotune.codegen.runtime import stack_empty",
+            f"from autotune.codegen.runtime import {', '.join(sorted(p.helpers))}",
             ""]
     head += [f"{k} = {v}" for k, v in p.consts.items()]
     return "\n".join(head + ["", ""] + lines) + "\n"

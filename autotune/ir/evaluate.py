@@ -104,6 +104,10 @@ def _eval(e: Expr, grids: Mapping[Var, np.ndarray], values: Mapping[str, np.ndar
         return _BIN[e.op](_eval(e.a, grids, values), _eval(e.b, grids, values))
     if isinstance(e, Cmp):
         return _CMP[e.op](_eval(e.a, grids, values), _eval(e.b, grids, values))
+    if isinstance(e, Call) and e.func == "pow2":
+        lo, hi = te.POW2_EXPONENTS[e.dtype or "float64"]
+        n = np.clip(np.trunc(_eval(e.args[0], grids, values)), lo, hi)
+        return np.ldexp(1.0, n.astype(np.int64))
     if isinstance(e, Call):
         return _CALL[e.func](_eval(e.args[0], grids, values))
     if isinstance(e, Select):

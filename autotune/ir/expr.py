@@ -20,7 +20,8 @@ from typing import Callable, Iterable, Sequence
 from autotune.dtypes import DTYPES, FLOAT_DTYPES
 from autotune.errors import DefinitionError
 
-UNARY_FUNCS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid", "neg")
+UNARY_FUNCS = ("exp", "log", "sqrt", "tanh", "abs", "sigmoid", "neg", "pow2")
+POW2_EXPONENTS = {"float32": (-126, 127), "float64": (-1022, 1023)}  # the normal exponents
 _RANK = {"bool": 0, "int32": 1, "int64": 2, "float32": 3, "float64": 4}
 
 
@@ -128,7 +129,7 @@ class Call(Expr):
     @property
     def dtype(self) -> str | None:  # type: ignore[override]
         d = self.args[0].dtype
-        if self.func in ("exp", "log", "sqrt", "tanh", "sigmoid") and d not in FLOAT_DTYPES:
+        if self.func in ("exp", "log", "sqrt", "tanh", "sigmoid", "pow2") and d not in FLOAT_DTYPES:
             return "float64"
         return d
 
@@ -290,6 +291,19 @@ def _unary(func: str) -> Callable[[object], Expr]:
 
 
 exp, log, sqrt, tanh, abs, sigmoid = (_unary(f) for f in ("exp", "log", "sqrt", "tanh", "abs", "sigmoid"))  # noqa: A001
+
+
+def pow2(n: object) -> Expr:
+    """2**n for an integer-valued float n (of n's float type; float64 for an integer n), exactly.
+
+    n is truncated toward zero and clamped to the normal exponents of the type (POW2_EXPONENTS:
+    [-126, 127] for float32, [-1022, 1023] for float64), so the result is a normal number, never
+    0 or inf. Kernels build it from the float's bits (no call, vectorized)::
+
+        >>> pow2(const(-3.0, "float32")).dtype
+        'float32'
+    """
+    return Call("pow2", (as_expr(n),))
 
 
 def max(a: object, b: object) -> Expr:  # noqa: A001

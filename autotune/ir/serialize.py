@@ -51,7 +51,7 @@ BINOPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or")
 CMPOPS = ("<", "<=", ">", ">=", "==", "!=")
 REDUCE_OPS = ("sum", "max", "min")
 _KINDS = ("const", "var", "bin", "cmp", "call", "select", "cast", "load")
-_RESERVED = set(dir(builtins)) | {"np", "numba", "njit", "stack_empty", "prologue", "kernel"}
+_RESERVED = set(dir(builtins)) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel"}
 
 
 def canonical(data: Any) -> str:

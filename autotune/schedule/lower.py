@@ -177,13 +177,47 @@ class Lowerer:
         self._check_annotations(n)
         self._cache_tile(n)
         n.inner_stmt = self._innermost(n)
-        n.attached = [o for o in self.s.stages.values() if o.attach[0] == "at" and o.attach[1] == st.name]
+        n.attached = self.attached_to(st)
         n.hoist = self._hoisted_tails(n)
         top: list[Stmt | None] = []
         if n.reduce_op and n.first_red == 0 and (n.acc is None or n.first_red <= n.cache_pos):  # type: ignore[operator]
             top.append(self._init_nest(n, 0))
         top.append(self._emit(n, 0))
         return seq(*top)
+
+    def attached_to(self, st: Stage) -> list[Stage]:
+        """The stages computed at st's loops, producers before the stages (at the same loop) that
+        read them."""
+        todo = [o for o in self.s.stages.values() if o.attach[0] == "at" and o.attach[1] == st.name]
+        out: list[Stage] = []
+        while todo:
+            names = {o.name for o in todo}
+            ready = [o for o in todo if not any(ld.tensor.name in names and ld.tensor.name != o.name
+                                                for ld in te.loads(o.tensor.body))]  # type: ignore[arg-type]
+            if not ready:
+                raise ScheduleError("compute_at", None, f"stages {sorted(names)} at {st.name!r} read each other")
+            out += ready
+            todo = [o for o in todo if o not in ready]
+        return out
+
+    def check_sibling_reads(self, p: Stage, stmt: Stmt) -> None:
+        """Every read of a stage computed at the same loop as p stays inside that stage's local
+        buffer (its region was made for the consumer's reads, not for p's)."""
+        def check(e: Expr) -> Expr:
+            for ld in te.loads(e):
+                q = self.s.stages.get(ld.tensor.name)
+                if q is None or q is p or q.attach != p.attach:
+                    continue
+                if q.name not in self.rebase:
+                    raise ScheduleError("compute_at", p.attach[2], f"{p.name!r} reads {q.name!r} before it is computed")
+                buf, off = self.rebase[q.name]
+                for d, (ix, o) in enumerate(zip(ld.indices, off)):
+                    iv = interval(simplify(BinOp("-", ix, o), self.ranges), self.ranges)
+                    if iv is None or iv[0] < 0 or iv[1] >= buf.shape[d]:
+                        raise ScheduleError("compute_at", p.attach[2], f"{p.name!r} reads {q.name!r} outside the "
+                                                                       f"part computed at {p.attach[1]}.{p.attach[2]}")
+            return e
+        map_exprs(stmt, check)
 
     def _stage_nest(self, st: Stage, region: Region | None) -> StageNest:
         """Extents and ranges of the stage's loops, its root axes as expressions of them, where each
@@ -478,7 +512,9 @@ class Lowerer:
         # the consumer reads the local buffer at (index - offset)
         self.local_of[p.name] = buf
         self.rebase[p.name] = (buf, [offset[a] for a in axes])
-        return self.lower_stage(p, Region(offset, extent, bnd, buf))
+        stmt = self.lower_stage(p, Region(offset, extent, bnd, buf))
+        self.check_sibling_reads(p, stmt)
+        return stmt
 
     # ---- whole program ------------------------------------------------------------------------
     def run(self) -> LoopNest:

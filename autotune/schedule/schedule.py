@@ -265,6 +265,10 @@ class Schedule:
         self.apply(CacheWrite(stage, at))
 
     def compute_at(self, stage: str, consumer: str, axis: str) -> None:
+        """Compute the part of `stage` that `consumer` reads in one iteration of its loop `axis`
+        there, into a local buffer. `consumer` must be the stage's only reader, or its other readers
+        must already be computed at the same loop (softmax's exp, read by the row sum and the
+        output: attach the sum first, then the exp)."""
         self.apply(ComputeAt(stage, consumer, axis))
 
     def compute_inline(self, stage: str) -> None:
@@ -402,9 +406,14 @@ class Schedule:
         cons = self.stage(s.op, s.consumer)
         self._leaf(s.op, cons, s.axis)
         users = self.consumers(st.name)
-        if users != [cons.name]:
+        # other readers must already be computed at the same loop: they run after st there (stages
+        # at one loop run producers first) and read its local buffer, which lowering checks holds
+        # what they read
+        others = [u for u in users if u != cons.name]
+        if cons.name not in users or any(self.stages[u].attach != ("at", cons.name, s.axis) for u in others):
             raise ScheduleError(s.op, s.axis, f"stage {st.name!r} is read by {users}; compute_at needs "
-                                              f"{cons.name!r} to be its only consumer")
+                                              f"{cons.name!r} to be its only consumer, or its other readers "
+                                              f"computed at {cons.name}.{s.axis} first")
         # no cycles: the consumer must not be attached (directly or not) inside `st`
         c = cons
         while c.attach[0] == "at":

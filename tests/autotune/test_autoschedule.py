@@ -138,8 +138,10 @@ def test_row_programs_attach_producers_vectorise_and_reassociate() -> None:
     auto = AutoScheduler(out, threads=2)
     s = Schedule(out)
     assert auto.apply(s, auto.space.validate({"rows": 8, "attach": "block", "parallel": True})).reassoc
-    assert s.stages["s"].attach == ("at", "y", "i_o") and s.stages["mxa"].attach == ("at", "s", "i")
-    assert s.stages["mxa_part"].order[-1] == "l" and s.stages["mxa_part"].loop_kind["l"] == "vectorize"
+    # e is read by s and y: computed once at the block loop of y, after s is attached there
+    assert s.stages["s"].attach == ("at", "y", "i_o") and s.stages["e"].attach == ("at", "y", "i_o")
+    assert s.stages["mx"].attach == ("at", "e", "i") and s.stages["e"].loop_kind == {"j": "vectorize"}
+    assert s.stages["mx_part"].order[-1] == "l" and s.stages["mx_part"].loop_kind["l"] == "vectorize"
     assert s.stages["y"].loop_kind == {"j": "vectorize", "i_o": "parallel"}
     out, _ = layernorm_def(64, 256, 0)
     s = auto_schedule(out, {"rows": 4, "attach": "row", "parallel": False}, threads=2)

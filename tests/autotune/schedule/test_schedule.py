@@ -194,6 +194,47 @@ def test_compute_at_rules():
         s.compute_at("Q", "Y", "i")
 
 
+def shared_rows(M: int = 10, N: int = 37, out_cols: int | None = None):  # type: ignore[no-untyped-def]
+    """Softmax's shape of program: E is read by the row sum S and by the output Y."""
+    X = te.placeholder((M, N), name="X")
+    k = te.reduce_axis(N, name="k")
+    E = te.compute((M, N), lambda i, j: X[i, j] * 2.0 + 1.0, name="E")
+    S = te.compute((M,), lambda i: te.sum(E[i, k], axis=k), name="S")
+    return te.compute((M, out_cols or N), lambda i, j: E[i, j] / S[i], name="Y")
+
+
+@pytest.mark.parametrize("at", ["io", "ii"])
+def test_a_stage_read_by_the_consumer_and_a_stage_at_the_same_loop_is_computed_once_there(at: str) -> None:
+    s = Schedule(shared_rows())
+    s.split("Y", "i", 4, "io", "ii")
+    with raises("compute_at", at, "read by ['S', 'Y']", f"computed at Y.{at} first"):
+        s.compute_at("E", "Y", at)                 # S still root
+    s.compute_at("S", "Y", at)
+    s.compute_at("E", "Y", at)
+    s.vectorize("Y", "j")
+    src = generate_source(s)
+    assert src.count("E_local[") == 3 and "E[" not in src   # written once, read by S and Y
+    assert src.index("E_local[i, j] =") < src.index("S_local[") # E before S at the loop
+    x = np.random.default_rng(0).standard_normal((10, 37)).astype(np.float32)
+    e = x * 2 + 1
+    assert_close(build(s)(x), e / e.sum(axis=1, keepdims=True), "float32", 37)
+
+
+def test_other_readers_must_be_at_the_same_loop_and_read_inside_the_computed_part() -> None:
+    s = Schedule(shared_rows())
+    s.split("Y", "i", 4, "io", "ii")
+    s.compute_at("S", "Y", "ii")
+    with raises("compute_at", "io", "computed at Y.io first"):
+        s.compute_at("E", "Y", "io")
+    # Y reads 5 of E's 37 columns, S all of them: E's part at Y.io is too small for S
+    s = Schedule(shared_rows(out_cols=5))
+    s.split("Y", "i", 4, "io", "ii")
+    s.compute_at("S", "Y", "io")
+    s.compute_at("E", "Y", "io")
+    with raises("compute_at", "io", "'S' reads 'E' outside the part computed at Y.io"):
+        lower(s)
+
+
 def test_compute_inline_rules():
     s = Schedule(dense_relu())
     with raises("compute_inline", None, "'D' has a reduction and cannot be inlined"):
