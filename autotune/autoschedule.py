@@ -159,6 +159,85 @@ def is_identity_read(consumer: Tensor, producer: Tensor) -> bool:
     return bool(reads) and producer.shape == consumer.shape and all(ld.indices == axes for ld in reads)
 
 
+@dataclass(frozen=True)
+class Window:
+    """A stage Y[.., k, .., p.., ..] = sum over c and a window of In[.., c, .., p*s + r*d, ..] * Wt[k, c, r ..]:
+    a direct convolution. `weight` is read at plain axes only (one spatial axis, `k`, that the
+    input does not read, and reduction axes); `input` at the spatial `batch` axes, at the channel
+    reduction axis `c` (which the weight reads too) and at `pixels`: indices that combine a
+    spatial axis with a reduction axis (the window). `input` may be an elementwise stage
+    (zero padding) or a placeholder."""
+    stage: str
+    input: str
+    weight: str
+    k: str
+    c: str
+    pixels: tuple[str, ...]      # spatial axes moved by a window, in the output's order
+    batch: tuple[str, ...]       # the other spatial axes the input reads plainly
+    window: tuple[str, ...]      # reduction axes other than c, in the definition's order
+    input_c_dim: int
+    weight_k_dim: int
+
+
+def _plain_vars(ld: Load) -> list[Var] | None:
+    return list(ld.indices) if all(isinstance(ix, Var) for ix in ld.indices) else None  # type: ignore[return-value]
+
+
+def _window_operands(t: Tensor) -> tuple[Load, Load] | None:
+    """(input read, weight read) of a sum of a product of two reads of different tensors, the
+    weight read at plain axes; None if t is not such a sum."""
+    body = t.body
+    if (not isinstance(body, Reduce) or body.op != "sum" or not isinstance(body.body, BinOp)
+            or body.body.op != "*" or not isinstance(body.body.a, Load) or not isinstance(body.body.b, Load)):
+        return None
+    a, b = body.body.a, body.body.b
+    if a.tensor.name == b.tensor.name:
+        return None
+    if _plain_vars(b) is None:
+        a, b = b, a
+    if _plain_vars(b) is None or not b.tensor.is_placeholder or (a.tensor.body is not None and a.tensor.reduce_axes):
+        return None
+    return a, b
+
+
+def match_window(t: Tensor) -> Window | None:
+    """The direct-convolution structure of a stage (`Window`), if it has one."""
+    ops = _window_operands(t)
+    if ops is None:
+        return None
+    x, w = ops
+    spatial = [a.var for a in t.axes]
+    red = [a.var for a in t.reduce_axes]
+    wv = _plain_vars(w)
+    assert wv is not None
+    ks = [v for v in wv if v in spatial]
+    if len(ks) != 1 or len(set(wv)) != len(wv) or any(v not in spatial and v not in red for v in wv):
+        return None
+    k = ks[0]
+    pixels, batch, c_dims = [], [], []
+    for d, ix in enumerate(x.indices):
+        f = to_affine(ix)
+        if f is None or k in f.terms:
+            return None
+        sp = [v for v in f.terms if v in spatial]
+        rd = [v for v in f.terms if v in red]
+        if sp and rd:
+            pixels += sp
+        elif isinstance(ix, Var) and ix in spatial:
+            batch.append(ix)
+        elif isinstance(ix, Var) and ix in red and ix in wv:
+            c_dims.append((d, ix))
+    if not pixels or len(c_dims) != 1 or len(set(pixels)) != len(pixels) or set(pixels) & set(batch):
+        return None
+    if any(v in wv for v in pixels + batch) or set(pixels) | set(batch) | {k} != set(spatial):
+        return None
+    d, c = c_dims[0]
+    name = {a.var: a.name for a in list(t.axes) + list(t.reduce_axes)}
+    return Window(t.name, x.tensor.name, w.tensor.name, name[k], name[c],
+                  tuple(name[v] for v in spatial if v in pixels), tuple(name[v] for v in spatial if v in batch),
+                  tuple(name[v] for v in red if v is not c), d, wv.index(k))
+
+
 # ---- the scheduler -----------------------------------------------------------------------
 class AutoScheduler:
     """Derives a ConfigSpace for a compute definition and applies a Config of it to a Schedule."""
@@ -178,8 +257,11 @@ class AutoScheduler:
         self.reduce = [(a.name, a.extent) for a in output.reduce_axes]
         self.dtype = output.dtype
         self.gemm, self.epilogue = self._gemm_sketch()
+        self.window = match_window(output) if self.gemm is None else None
         if self.gemm is not None:
             self.sketch = "gemm"
+        elif self.window is not None:
+            self.sketch = "window"
         elif self._row_like():
             self.sketch = "rows"
         else:
@@ -245,6 +327,8 @@ class AutoScheduler:
             return self._gemm_knobs()
         if self.sketch == "rows":
             return self._row_knobs()
+        if self.sketch == "window":
+            return self._window_knobs()
         return self._tiled_knobs()
 
     def register_tiles(self) -> list[str]:
@@ -325,12 +409,88 @@ class AutoScheduler:
                 knobs.append(ChoiceKnob(f"inline_{st}", [True, False]))
         return knobs
 
+
+    # -- the direct-convolution sketch
+    def _extent(self, axis: str) -> int:
+        return dict(self.spatial + self.reduce)[axis]
+
+    def window_tiles(self) -> list[str]:
+        """Register tiles "KBxPHxPW" of a direct convolution: KB output channels (whole vectors,
+        up to four) x PH x PW output pixels (the last two pixel axes; PW a power of two or a
+        divisor of its extent up to 28), whose accumulators, KB/lanes weight vectors and a
+        broadcast pixel fit the vector registers; tiles with under half the accumulators of the
+        largest are left out. The largest first."""
+        w = self.window
+        assert w is not None
+        lane = lanes(self.dtype)
+        _, regs = vector_target()
+        K = self._extent(w.k)
+        pw_ext = self._extent(w.pixels[-1])
+        ph_ext = self._extent(w.pixels[-2]) if len(w.pixels) > 1 else 1
+        pws = fit(sorted({2, 4, 8, 16} | {d for d in range(3, 29) if pw_ext % d == 0}), pw_ext)
+        tiles = []
+        for kb in fit([lane, 2 * lane, 3 * lane, 4 * lane], K):
+            v = -(-min(kb, K) // lane)
+            for ph in fit([1, 2, 4], ph_ext):
+                for pw in pws:
+                    acc = min(ph, ph_ext) * min(pw, pw_ext) * v
+                    if acc + v + 1 <= regs:
+                        tiles.append((acc, kb, ph, pw))
+        if not tiles:
+            return [f"{fit([lane], K)[0]}x1x{pws[0]}"]
+        best = max(t[0] for t in tiles)
+        keep = sorted((t for t in tiles if 2 * t[0] >= best), key=lambda t: (-t[0], t[1], -t[3]))
+        return [f"{kb}x{ph}x{pw}" for _, kb, ph, pw in keep]
+
+    def window_parallel(self) -> list[str]:
+        """Loops a direct convolution may run over threads: a batch axis, the output-channel
+        blocks or the rows of pixels, each only if it has more than one iteration."""
+        w = self.window
+        assert w is not None
+        if self.threads <= 1:
+            return ["none"]
+        cands = [a for a in w.batch if self._extent(a) > 1][:1]
+        if -(-self._extent(w.k) // lanes(self.dtype)) > 1:
+            cands.append(w.k)
+        rows = w.pixels[-2] if len(w.pixels) > 1 else w.pixels[-1]
+        if self._extent(rows) > 1:
+            cands.append(rows)
+        return cands or ["none"]
+
+    def _window_knobs(self) -> list[Knob]:
+        w = self.window
+        assert w is not None
+        C = self._extent(w.c)
+        layouts = ["blocked_root", "blocked_thread", "plain"]
+        return [
+            ChoiceKnob("tile", self.window_tiles()),
+            ChoiceKnob("cb", fit([16, 32, 64, 128, 256], C)),
+            ChoiceKnob("red_order", ["window_c", "c_window"]),
+            ChoiceKnob("outer", ["channels", "pixels"]),
+            ChoiceKnob("input", layouts),
+            ChoiceKnob("parallel", self.window_parallel()),
+        ]
+
+    def _window_presets(self) -> list[dict[str, Any]]:
+        """The largest register tiles with the channel reduction innermost over an input blocked by
+        the whole channel extent (made per thread, or once), channel blocks outer, rows over threads."""
+        sp = self.space.by_name
+        par = sp["parallel"].values()
+        out = []
+        for tile in sp["tile"].values()[:3]:
+            for layout in ("blocked_thread", "blocked_root"):
+                out.append({"tile": tile, "cb": max(sp["cb"].values()), "red_order": "window_c",
+                            "outer": "channels", "input": layout, "parallel": par[-1]})
+        return out
+
     # -- presets
     def presets(self) -> list[dict[str, Any]]:
         """Known-good points of the space, best guess first: for GEMM the largest register tiles
         with k blocks of 256 and 512; otherwise one sensible config."""
         if self.sketch == "tiled":
             return [self.default_config()] + self._tiled_presets()
+        if self.sketch == "window":
+            return self._window_presets()
         if self.sketch != "gemm":
             return [self.default_config()]
         out = []
@@ -402,6 +562,8 @@ class AutoScheduler:
             return self._apply_gemm(s, cfg)
         if self.sketch == "rows":
             return self._apply_rows(s, cfg)
+        if self.sketch == "window":
+            return self._apply_window(s, cfg)
         return self._apply_tiled(s, cfg)
 
     def _workers(self, cfg: Config) -> int:
@@ -614,6 +776,78 @@ class AutoScheduler:
             s.vectorize(out, inner[v])
         if cfg.get("parallel"):
             s.parallel(out, outer[0])
+        return CodegenOptions()
+
+    def _window_layouts(self, s: Schedule, cfg: Config, kb: int, cb: int) -> str | None:
+        """Pack the weights in blocks of kb output channels (the vectorised axis) and, unless
+        [input] is "plain", the input in blocks of cb channels along its channel dim, so the
+        innermost reduction reads it contiguously; a zero-padding stage is inlined into that pack
+        (padding and layout in one pass). Returns the blocked input's name."""
+        w = self.window
+        assert w is not None
+        s.pack(w.weight, w.weight_k_dim, kb, self._fresh_tensor(s, f"{w.weight}_p"))
+        if cfg["input"] == "plain":
+            return None
+        xb = s.pack(w.input, w.input_c_dim, cb, self._fresh_tensor(s, f"{w.input}_b"))
+        if w.input in s.stages:
+            s.compute_inline(w.input)
+        return xb
+
+    def _window_blocks(self, s: Schedule, cfg: Config, par: str) -> tuple[list[str], str]:
+        """The loops outside the reduction, outermost first (the one over threads first, then batch
+        axes, then output-channel and pixel-row blocks in [outer] order), and the pixel block loop
+        the accumulator tile sits at. Rows over threads are cut into one chunk per thread, so a
+        stage computed per thread covers just its rows."""
+        w = self.window
+        assert w is not None
+        out, pix = w.stage, list(w.pixels)
+        ko = f"{w.k}_o"
+        rows = f"{pix[-2]}_o" if len(pix) > 1 else None
+        blocks = [ko, rows] if cfg["outer"] == "channels" else [rows, ko]
+        loops = list(w.batch) + pix[:-2] + [b for b in blocks if b] + [f"{pix[-1]}_o"]
+        if par == "none":
+            return loops, loops[-1]
+        lead = f"{par}_o" if par in (w.k, pix[-2] if len(pix) > 1 else pix[-1]) else par
+        if lead != ko and lead != par:  # a pixel block loop: one contiguous chunk per thread
+            n = s.stages[out].extents()[lead]
+            t, m = s.split(out, lead, -(-n // self.threads), f"{par}_t", f"{par}_m")
+            loops[loops.index(lead)] = m
+            lead = t
+        else:
+            loops.remove(lead)
+        return [lead] + loops, loops[-1]
+
+    def _apply_window(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        """A direct convolution: weights packed along the output channels (vectorised), an
+        accumulator tile of KB channels x PH x PW pixels (pixel loops unrolled), the reduction over
+        the window and the channels (in [red_order]; channel blocks of [cb] outside the tile),
+        the blocked input made once or per thread ([input]), one loop over threads ([parallel])."""
+        w = self.window
+        assert w is not None
+        out, pix = w.stage, list(w.pixels)
+        kb, ph, pw = (int(x) for x in cfg["tile"].split("x"))
+        kb, cb = min(kb, self._extent(w.k)), min(cfg["cb"], self._extent(w.c))
+        xb = self._window_layouts(s, cfg, kb, cb)
+        s.split(out, w.k, kb, f"{w.k}_o", f"{w.k}_i")
+        inner = []
+        for axis, f in ((pix[-2], ph), (pix[-1], pw)) if len(pix) > 1 else ((pix[-1], pw),):
+            inner.append(s.split(out, axis, min(f, self._extent(axis)), f"{axis}_o", f"{axis}_i")[1])
+        red_out, c_in = ([], w.c)
+        if cb < self._extent(w.c):
+            co, c_in = s.split(out, w.c, cb, f"{w.c}_o", f"{w.c}_i")
+            red_out = [co]
+        red = [*w.window, c_in] if cfg["red_order"] == "window_c" else [c_in, *w.window]
+        par = cfg["parallel"] if self.threads > 1 else "none"
+        loops, at = self._window_blocks(s, cfg, par)
+        s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *inner, f"{w.k}_i")
+        s.cache_write(out, at)
+        for x in inner:
+            s.unroll(out, x)
+        s.vectorize(out, f"{w.k}_i")
+        if xb is not None and cfg["input"] == "blocked_thread" and par not in ("none", w.k):
+            s.compute_at(xb, out, loops[0])
+        if par != "none":
+            s.parallel(out, loops[0])
         return CodegenOptions()
 
 
