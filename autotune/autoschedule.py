@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
@@ -166,7 +166,8 @@ class Window:
     input does not read, and reduction axes); `input` at the spatial `batch` axes, at the channel
     reduction axis `c` (which the weight reads too) and at `pixels`: indices that combine a
     spatial axis with a reduction axis (the window). `input` may be an elementwise stage
-    (zero padding) or a placeholder."""
+    (zero padding) or a placeholder. `unit_stride`: the input's last index moves by one with the
+    last pixel axis (a run of output pixels reads a contiguous run of the input)."""
     stage: str
     input: str
     weight: str
@@ -177,6 +178,7 @@ class Window:
     window: tuple[str, ...]      # reduction axes other than c, in the definition's order
     input_c_dim: int
     weight_k_dim: int
+    unit_stride: bool
 
 
 def _plain_vars(ld: Load) -> list[Var] | None:
@@ -233,9 +235,12 @@ def match_window(t: Tensor) -> Window | None:
         return None
     d, c = c_dims[0]
     name = {a.var: a.name for a in list(t.axes) + list(t.reduce_axes)}
+    pix = [v for v in spatial if v in pixels]
+    last = to_affine(x.indices[-1])
     return Window(t.name, x.tensor.name, w.tensor.name, name[k], name[c],
-                  tuple(name[v] for v in spatial if v in pixels), tuple(name[v] for v in spatial if v in batch),
-                  tuple(name[v] for v in red if v is not c), d, wv.index(k))
+                  tuple(name[v] for v in pix), tuple(name[v] for v in spatial if v in batch),
+                  tuple(name[v] for v in red if v is not c), d, wv.index(k),
+                  last is not None and last.terms.get(pix[-1]) == 1)
 
 
 # ---- the scheduler -----------------------------------------------------------------------
@@ -267,7 +272,7 @@ class AutoScheduler:
         else:
             self.sketch = "tiled"
         self.packable = self._packable() if self.sketch == "tiled" else {}
-        self.space = ConfigSpace(self._knobs())
+        self.space = ConfigSpace(self._knobs(), prune=self._window_prune if self.sketch == "window" else None)
 
     # -- sketch rules
     def _gemm_sketch(self) -> tuple[Gemm | None, bool]:
@@ -440,7 +445,30 @@ class AutoScheduler:
             return [f"{fit([lane], K)[0]}x1x{pws[0]}"]
         best = max(t[0] for t in tiles)
         keep = sorted((t for t in tiles if 2 * t[0] >= best), key=lambda t: (-t[0], t[1], -t[3]))
-        return [f"{kb}x{ph}x{pw}" for _, kb, ph, pw in keep]
+        return [f"{kb}x{ph}x{pw}" for _, kb, ph, pw in keep] + self.pixel_tiles()
+
+    def pixel_tiles(self) -> list[str]:
+        """With a unit-stride last pixel axis, tiles "pKBxPW" vectorised along the pixels instead:
+        PW output pixels in whole vectors (up to four, or a whole row's; one contiguous input run
+        per step) x KB output channels
+        unrolled (each weight broadcast), fitting the registers like `window_tiles`'."""
+        w = self.window
+        assert w is not None
+        if not w.unit_stride:
+            return []
+        lane = lanes(self.dtype)
+        _, regs = vector_target()
+        K, pw_ext = self._extent(w.k), self._extent(w.pixels[-1])
+        tiles = []
+        whole = {lane * d for d in range(1, regs) if pw_ext % (lane * d) == 0}  # rows in whole vectors
+        for pw in fit(sorted({lane, 2 * lane, 3 * lane, 4 * lane} | whole), pw_ext):
+            v = -(-min(pw, pw_ext) // lane)
+            for kb in fit([1, 2, 3, 4, 6, 8, 12, 16], K):
+                if min(kb, K) * v + v + 1 <= regs:
+                    tiles.append((min(kb, K) * v, kb, pw))
+        best = max((t[0] for t in tiles), default=0)
+        return [f"p{kb}x{pw}" for _, kb, pw in sorted((t for t in tiles if 2 * t[0] >= best),
+                                                       key=lambda t: (-t[0], -t[2]))]
 
     def window_parallel(self) -> list[str]:
         """Loops a direct convolution may run over threads: a batch axis, the output-channel
@@ -461,7 +489,7 @@ class AutoScheduler:
         w = self.window
         assert w is not None
         C = self._extent(w.c)
-        layouts = ["blocked_root", "blocked_thread", "plain"]
+        layouts = ["blocked_root", "blocked_thread", "plain"] + (["plain_thread"] if w.input in self.stages else [])
         return [
             ChoiceKnob("tile", self.window_tiles()),
             ChoiceKnob("cb", fit([16, 32, 64, 128, 256], C)),
@@ -476,12 +504,24 @@ class AutoScheduler:
         the whole channel extent (made per thread, or once), channel blocks outer, rows over threads."""
         sp = self.space.by_name
         par = sp["parallel"].values()
+        tiles = sp["tile"].values()
+        plain = "plain_thread" if "plain_thread" in sp["input"].values() else "plain"
         out = []
-        for tile in sp["tile"].values()[:3]:
-            for layout in ("blocked_thread", "blocked_root"):
-                out.append({"tile": tile, "cb": max(sp["cb"].values()), "red_order": "window_c",
-                            "outer": "channels", "input": layout, "parallel": par[-1]})
+        for tile in [t for t in tiles if not t.startswith("p")][:2] + [t for t in tiles if t.startswith("p")][:2]:
+            pixel = tile.startswith("p")
+            for layout in ((plain, "plain") if pixel else ("blocked_thread", "blocked_root")):
+                cfg = {"tile": tile, "cb": max(sp["cb"].values()), "red_order": "c_window" if pixel else "window_c",
+                       "outer": "channels", "input": layout, "parallel": par[-1]}
+                if cfg not in out:
+                    out.append(cfg)
         return out
+
+    def _window_prune(self, cfg: Mapping[str, Any]) -> str | None:
+        """Pixel-vectorised tiles read the input along its last dim: a channel-blocked input would
+        make those reads strided."""
+        if str(cfg.get("tile", "")).startswith("p") and str(cfg.get("input", "")).startswith("blocked"):
+            return "a pixel-vectorised tile reads the input unblocked"
+        return None
 
     # -- presets
     def presets(self) -> list[dict[str, Any]]:
@@ -786,7 +826,7 @@ class AutoScheduler:
         w = self.window
         assert w is not None
         s.pack(w.weight, w.weight_k_dim, kb, self._fresh_tensor(s, f"{w.weight}_p"))
-        if cfg["input"] == "plain":
+        if cfg["input"].startswith("plain"):
             return None
         xb = s.pack(w.input, w.input_c_dim, cb, self._fresh_tensor(s, f"{w.input}_b"))
         if w.input in s.stages:
@@ -817,15 +857,26 @@ class AutoScheduler:
             loops.remove(lead)
         return [lead] + loops, loops[-1]
 
+    @staticmethod
+    def _window_tile(tile: str) -> tuple[int, int, int]:
+        """(KB, PH, PW) of a tile "KBxPHxPW", or of a pixel-vectorised "pKBxPW" (PH = 1)."""
+        if tile.startswith("p"):
+            kb, pw = (int(x) for x in tile[1:].split("x"))
+            return kb, 1, pw
+        kb, ph, pw = (int(x) for x in tile.split("x"))
+        return kb, ph, pw
+
     def _apply_window(self, s: Schedule, cfg: Config) -> CodegenOptions:
-        """A direct convolution: weights packed along the output channels (vectorised), an
-        accumulator tile of KB channels x PH x PW pixels (pixel loops unrolled), the reduction over
-        the window and the channels (in [red_order]; channel blocks of [cb] outside the tile),
-        the blocked input made once or per thread ([input]), one loop over threads ([parallel])."""
+        """A direct convolution: weights packed along the output channels, an accumulator tile of
+        KB channels x PH x PW pixels, the channels vectorised and the pixels unrolled (or, for "p"
+        tiles, the pixels vectorised and the channels unrolled), the reduction over the window and
+        the channels (in [red_order]; channel blocks of [cb] outside the tile), the input blocked
+        or not, made once or per thread ([input]), one loop over threads ([parallel])."""
         w = self.window
         assert w is not None
         out, pix = w.stage, list(w.pixels)
-        kb, ph, pw = (int(x) for x in cfg["tile"].split("x"))
+        pixel = cfg["tile"].startswith("p")
+        kb, ph, pw = self._window_tile(cfg["tile"])
         kb, cb = min(kb, self._extent(w.k)), min(cfg["cb"], self._extent(w.c))
         xb = self._window_layouts(s, cfg, kb, cb)
         s.split(out, w.k, kb, f"{w.k}_o", f"{w.k}_i")
@@ -839,13 +890,15 @@ class AutoScheduler:
         red = [*w.window, c_in] if cfg["red_order"] == "window_c" else [c_in, *w.window]
         par = cfg["parallel"] if self.threads > 1 else "none"
         loops, at = self._window_blocks(s, cfg, par)
-        s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *inner, f"{w.k}_i")
+        tile = [*inner[:-1], f"{w.k}_i", inner[-1]] if pixel else [*inner, f"{w.k}_i"]
+        s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *tile)
         s.cache_write(out, at)
-        for x in inner:
+        for x in tile[:-1]:
             s.unroll(out, x)
-        s.vectorize(out, f"{w.k}_i")
-        if xb is not None and cfg["input"] == "blocked_thread" and par not in ("none", w.k):
-            s.compute_at(xb, out, loops[0])
+        s.vectorize(out, tile[-1])
+        per_thread = {"blocked_thread": xb, "plain_thread": w.input}.get(cfg["input"])
+        if per_thread is not None and par not in ("none", w.k):
+            s.compute_at(per_thread, out, loops[0])
         if par != "none":
             s.parallel(out, loops[0])
         return CodegenOptions()

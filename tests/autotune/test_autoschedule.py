@@ -192,9 +192,16 @@ def test_the_window_sketch_is_the_conv2d_templates_direct_structure() -> None:
     out = conv2d.define(shape, "float32")
     auto = AutoScheduler(out, threads=2)
     lane, regs = lanes("float32"), vector_target()[1]
-    for tile in auto.space.by_name["tile"].values():
-        kb, ph, pw = (int(x) for x in tile.split("x"))
-        assert kb % lane == 0 and ph * pw * (kb // lane) + kb // lane + 1 <= regs
+    tiles = auto.space.by_name["tile"].values()
+    for tile in tiles:
+        if tile.startswith("p"):  # pixels vectorised: KB channels x PW pixels in whole vectors
+            kb, pw = (int(x) for x in tile[1:].split("x"))
+            assert pw % lane == 0 and kb * (pw // lane) + pw // lane + 1 <= regs
+        else:
+            kb, ph, pw = (int(x) for x in tile.split("x"))
+            assert kb % lane == 0 and ph * pw * (kb // lane) + kb // lane + 1 <= regs
+    assert any(t.startswith("p") for t in tiles) and not auto.space.allows(
+        {**auto.presets()[0], "tile": next(t for t in tiles if t.startswith("p")), "input": "blocked_root"})
     cfg = auto.presets()[0]
     assert (cfg["input"], cfg["red_order"], cfg["parallel"], cfg["cb"]) == ("blocked_thread", "window_c", "oh", 64)
     s = auto_schedule(out, cfg, threads=2)
@@ -203,3 +210,9 @@ def test_the_window_sketch_is_the_conv2d_templates_direct_structure() -> None:
         "oh_i": "unroll", "ow_i": "unroll", "k_i": "vectorize", "oh_t": "parallel"}
     assert s.stages["Xp"].attach == ("inline",) and s.stages["Xp_b"].attach == ("at", "Y", "oh_t")
     assert s.stages["W_p"].packed_from == ("W", 0, lane) and s.stages["Xp_b"].packed_from == ("Xp", 1, 64)
+    pixel = next(c for c in auto.presets() if c["tile"].startswith("p"))
+    s = auto_schedule(out, pixel, threads=2)
+    assert s.stages["Y"].order[-2:] == ["k_i", "ow_i"] and s.stages["Y"].loop_kind["ow_i"] == "vectorize"
+    assert s.stages["Xp"].attach == ("at", "Y", "oh_t") and "Xp_b" not in s.stages
+    strided = AutoScheduler(conv_strided(0, 0, 0)[0], threads=2).space.by_name["tile"].values()
+    assert not any(t.startswith("p") for t in strided)  # stride 2: a run of pixels is not a run of the input
