@@ -1,7 +1,7 @@
 """A template-free search space: rules derive a sketch and its knobs from a compute definition.
 
 The rules look at the definition's stages (what each reads, along which axis each read is
-contiguous, who consumes what) and pick one of three sketches, like Ansor's sketch rules:
+contiguous, who consumes what) and pick one of four sketches, like Ansor's sketch rules:
 
 - **gemm**: a stage computing ``sum_k A[.., i, .., k ..] * B[.., k, .., j ..]`` (one reduction over
   a product of two inputs, in any layout), alone or feeding an elementwise epilogue (dense + bias
@@ -10,13 +10,23 @@ contiguous, who consumes what) and pick one of three sketches, like Ansor's sket
   column blocks over the threads. An epilogue is fused: the GEMM stage is computed at the
   epilogue's register tile (the accumulator tile itself, [fuse] = "tile") or at its cache block
   ("block"), so the output is written once, after the elementwise ops.
+- **window**: a direct convolution, ``sum over c and a window of In[.., c, .., p*s + r*d, ..] *
+  Wt[k, c, r, ..]`` (`match_window`; In may be a zero-padding stage). The weights are packed in
+  blocks of KB output channels; a register tile of KB channels x PH x PW output pixels sized from
+  the target's vector registers accumulates on the stack over the window and the channels
+  (channel blocks of [cb] outside it). Either the channels are vectorised (each input pixel
+  broadcast, the input packed in channel blocks along the reduction read innermost, its padding
+  inlined into that pack: one pass) or, at unit stride, the pixels (each weight broadcast, the
+  input read in contiguous runs). The blocked or padded input is made once or per thread; one of
+  the batch, channel-block or pixel-row loops runs over the threads (rows in one chunk each).
 - **rows**: programs whose reductions run along the contiguous axis (row sum, softmax, layernorm).
   The output's rows are split into blocks ([rows], the block loop over threads); every producer
   with one consumer is computed at a loop of it ([attach]: per block or per row), so the rows stay
   in cache; reductions along a contiguous axis are vectorised rfactor style (LLVM, allowed to
   reassociate, keeps vector partial sums and reduces them horizontally once); stages whose last
   axis is contiguous run their reductions outside it and vectorise it.
-- **tiled**: anything else (convolutions, stencils, column reductions): multi-level tiling of
+- **tiled**: anything else (stencils, column reductions, convolutions the window rule does not
+  recognise): multi-level tiling of
   the output stage, S_o R_o S_m R_i S_i, with a register accumulator, the innermost spatial
   loop vectorised, the inputs read along it packed into panels, elementwise producers inlined.
 
