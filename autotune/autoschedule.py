@@ -459,9 +459,10 @@ class AutoScheduler:
 
     def pixel_tiles(self) -> list[str]:
         """With a unit-stride last pixel axis, tiles "pKBxPW" vectorised along the pixels instead:
-        PW output pixels in whole vectors (up to four, or a whole row's; one contiguous input run
-        per step) x KB output channels
-        unrolled (each weight broadcast), fitting the registers like `window_tiles`'."""
+        PW output pixels in whole vectors (one contiguous input run per step) x KB output channels
+        unrolled (each weight broadcast), fitting the registers like `window_tiles`'. PW divides
+        the row where some whole number of vectors does: a partial tile at the row's end runs
+        element by element under a guard (5x slower for 24 of 56 pixels on AVX2)."""
         w = self.window
         assert w is not None
         if not w.unit_stride:
@@ -470,8 +471,8 @@ class AutoScheduler:
         _, regs = vector_target()
         K, pw_ext = self._extent(w.k), self._extent(w.pixels[-1])
         tiles = []
-        whole = {lane * d for d in range(1, regs) if pw_ext % (lane * d) == 0}  # rows in whole vectors
-        for pw in fit(sorted({lane, 2 * lane, 3 * lane, 4 * lane} | whole), pw_ext):
+        whole = [lane * d for d in range(1, regs) if pw_ext % (lane * d) == 0]  # rows in whole tiles
+        for pw in whole or fit([lane, 2 * lane, 3 * lane, 4 * lane], pw_ext):
             v = -(-min(pw, pw_ext) // lane)
             for kb in fit([1, 2, 3, 4, 6, 8, 12, 16], K):
                 if min(kb, K) * v + v + 1 <= regs:
@@ -510,14 +511,20 @@ class AutoScheduler:
         ]
 
     def _window_presets(self) -> list[dict[str, Any]]:
-        """The largest register tiles with the channel reduction innermost over an input blocked by
-        the whole channel extent (made per thread, or once), channel blocks outer, rows over threads."""
+        """For each number of channel vectors (the three with the largest tiles) its largest
+        register tile, with the channel reduction innermost over an input blocked by the whole
+        channel extent (made per thread, or once); then the two largest pixel-vectorised tiles
+        over the unblocked input; channel blocks outer, rows over threads."""
         sp = self.space.by_name
         par = sp["parallel"].values()
-        tiles = sp["tile"].values()
+        tiles = sp["tile"].values()  # the largest first
         plain = "plain_thread" if "plain_thread" in sp["input"].values() else "plain"
+        direct: dict[int, str] = {}
+        for t in tiles:
+            if not t.startswith("p"):
+                direct.setdefault(self._window_tile(t)[0], t)
         out = []
-        for tile in [t for t in tiles if not t.startswith("p")][:2] + [t for t in tiles if t.startswith("p")][:2]:
+        for tile in list(direct.values())[:3] + [t for t in tiles if t.startswith("p")][:2]:
             pixel = tile.startswith("p")
             for layout in ((plain, "plain") if pixel else ("blocked_thread", "blocked_root")):
                 cfg = {"tile": tile, "cb": max(sp["cb"].values()), "red_order": "c_window" if pixel else "window_c",
