@@ -16,8 +16,8 @@ contiguous, who consumes what) and pick one of four sketches, like Ansor's sketc
   the target's vector registers accumulates on the stack over the window and the channels
   (channel blocks of [cb] outside it). Either the channels are vectorised (each input pixel
   broadcast, the input packed in channel blocks along the reduction read innermost, its padding
-  inlined into that pack: one pass) or, at unit stride, the pixels (each weight broadcast, the
-  input read in contiguous runs). The blocked or padded input is made once or per thread; one of
+  inlined into that pack: one pass) or, at unit stride with fewer output channels than a vector,
+  the pixels (each weight broadcast, the input read in contiguous runs). The blocked or padded input is made once or per thread; one of
   the batch, channel-block or pixel-row loops runs over the threads (rows in one chunk each).
 - **rows**: programs whose reductions run along the contiguous axis (row sum, softmax, layernorm).
   The output's rows are split into blocks ([rows], the block loop over threads); every producer
