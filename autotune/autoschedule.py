@@ -1,7 +1,7 @@
 """A template-free search space: rules derive a sketch and its knobs from a compute definition.
 
 The rules look at the definition's stages (what each reads, along which axis each read is
-contiguous, who consumes what) and pick one of three sketches, like Ansor's sketch rules:
+contiguous, who consumes what) and pick one of four sketches, like Ansor's sketch rules:
 
 - **gemm**: a stage computing ``sum_k A[.., i, .., k ..] * B[.., k, .., j ..]`` (one reduction over
   a product of two inputs, in any layout), alone or feeding an elementwise epilogue (dense + bias
@@ -10,6 +10,15 @@ contiguous, who consumes what) and pick one of three sketches, like Ansor's sket
   column blocks over the threads. An epilogue is fused: the GEMM stage is computed at the
   epilogue's register tile (the accumulator tile itself, [fuse] = "tile") or at its cache block
   ("block"), so the output is written once, after the elementwise ops.
+- **window**: a direct convolution, ``sum over c and a window of In[.., c, .., p*s + r*d, ..] *
+  Wt[k, c, r, ..]`` (`match_window`; In may be a zero-padding stage). The weights are packed in
+  blocks of KB output channels; a register tile of KB channels x PH x PW output pixels sized from
+  the target's vector registers accumulates on the stack over the window and the channels
+  (channel blocks of [cb] outside it). Either the channels are vectorised (each input pixel
+  broadcast, the input packed in channel blocks along the reduction read innermost, its padding
+  inlined into that pack: one pass) or, at unit stride with fewer output channels than a vector,
+  the pixels (each weight broadcast, the input read in contiguous runs). The blocked or padded input is made once or per thread; one of
+  the batch, channel-block or pixel-row loops runs over the threads (rows in one chunk each).
 - **rows**: programs whose reductions run along the contiguous axis (row sum, softmax, layernorm).
   The output's rows are split into blocks ([rows], the block loop over threads); every producer
   with one consumer is computed at a loop of it ([attach]: per block or per row), and so is one
@@ -17,7 +26,8 @@ contiguous, who consumes what) and pick one of three sketches, like Ansor's sket
   in cache; reductions along a contiguous axis are vectorised rfactor style (LLVM, allowed to
   reassociate, keeps vector partial sums and reduces them horizontally once); stages whose last
   axis is contiguous run their reductions outside it and vectorise it.
-- **tiled**: anything else (convolutions, stencils, column reductions): multi-level tiling of
+- **tiled**: anything else (stencils, column reductions, convolutions the window rule does not
+  recognise): multi-level tiling of
   the output stage, S_o R_o S_m R_i S_i, with a register accumulator, the innermost spatial
   loop vectorised, the inputs read along it packed into panels, elementwise producers inlined.
 
@@ -38,7 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
@@ -160,6 +170,90 @@ def is_identity_read(consumer: Tensor, producer: Tensor) -> bool:
     return bool(reads) and producer.shape == consumer.shape and all(ld.indices == axes for ld in reads)
 
 
+@dataclass(frozen=True)
+class Window:
+    """A stage Y[.., k, .., p.., ..] = sum over c and a window of In[.., c, .., p*s + r*d, ..] * Wt[k, c, r ..]:
+    a direct convolution. `weight` is read at plain axes only (one spatial axis, `k`, that the
+    input does not read, and reduction axes); `input` at the spatial `batch` axes, at the channel
+    reduction axis `c` (which the weight reads too) and at `pixels`: indices that combine a
+    spatial axis with a reduction axis (the window). `input` may be an elementwise stage
+    (zero padding) or a placeholder. `unit_stride`: the input's last index moves by one with the
+    last pixel axis (a run of output pixels reads a contiguous run of the input)."""
+    stage: str
+    input: str
+    weight: str
+    k: str
+    c: str
+    pixels: tuple[str, ...]      # spatial axes moved by a window, in the output's order
+    batch: tuple[str, ...]       # the other spatial axes the input reads plainly
+    window: tuple[str, ...]      # reduction axes other than c, in the definition's order
+    input_c_dim: int
+    weight_k_dim: int
+    unit_stride: bool
+
+
+def _plain_vars(ld: Load) -> list[Var] | None:
+    return list(ld.indices) if all(isinstance(ix, Var) for ix in ld.indices) else None  # type: ignore[return-value]
+
+
+def _window_operands(t: Tensor) -> tuple[Load, Load] | None:
+    """(input read, weight read) of a sum of a product of two reads of different tensors, the
+    weight read at plain axes; None if t is not such a sum."""
+    body = t.body
+    if (not isinstance(body, Reduce) or body.op != "sum" or not isinstance(body.body, BinOp)
+            or body.body.op != "*" or not isinstance(body.body.a, Load) or not isinstance(body.body.b, Load)):
+        return None
+    a, b = body.body.a, body.body.b
+    if a.tensor.name == b.tensor.name:
+        return None
+    if _plain_vars(b) is None:
+        a, b = b, a
+    if _plain_vars(b) is None or not b.tensor.is_placeholder or (a.tensor.body is not None and a.tensor.reduce_axes):
+        return None
+    return a, b
+
+
+def match_window(t: Tensor) -> Window | None:
+    """The direct-convolution structure of a stage (`Window`), if it has one."""
+    ops = _window_operands(t)
+    if ops is None:
+        return None
+    x, w = ops
+    spatial = [a.var for a in t.axes]
+    red = [a.var for a in t.reduce_axes]
+    wv = _plain_vars(w)
+    assert wv is not None
+    ks = [v for v in wv if v in spatial]
+    if len(ks) != 1 or len(set(wv)) != len(wv) or any(v not in spatial and v not in red for v in wv):
+        return None
+    k = ks[0]
+    pixels, batch, c_dims = [], [], []
+    for d, ix in enumerate(x.indices):
+        f = to_affine(ix)
+        if f is None or k in f.terms:
+            return None
+        sp = [v for v in f.terms if v in spatial]
+        rd = [v for v in f.terms if v in red]
+        if sp and rd:
+            pixels += sp
+        elif isinstance(ix, Var) and ix in spatial:
+            batch.append(ix)
+        elif isinstance(ix, Var) and ix in red and ix in wv:
+            c_dims.append((d, ix))
+    if not pixels or len(c_dims) != 1 or len(set(pixels)) != len(pixels) or set(pixels) & set(batch):
+        return None
+    if any(v in wv for v in pixels + batch) or set(pixels) | set(batch) | {k} != set(spatial):
+        return None
+    d, c = c_dims[0]
+    name = {a.var: a.name for a in list(t.axes) + list(t.reduce_axes)}
+    pix = [v for v in spatial if v in pixels]
+    last = to_affine(x.indices[-1])
+    return Window(t.name, x.tensor.name, w.tensor.name, name[k], name[c],
+                  tuple(name[v] for v in pix), tuple(name[v] for v in spatial if v in batch),
+                  tuple(name[v] for v in red if v is not c), d, wv.index(k),
+                  last is not None and last.terms.get(pix[-1]) == 1)
+
+
 # ---- the scheduler -----------------------------------------------------------------------
 class AutoScheduler:
     """Derives a ConfigSpace for a compute definition and applies a Config of it to a Schedule."""
@@ -179,14 +273,17 @@ class AutoScheduler:
         self.reduce = [(a.name, a.extent) for a in output.reduce_axes]
         self.dtype = output.dtype
         self.gemm, self.epilogue = self._gemm_sketch()
+        self.window = match_window(output) if self.gemm is None else None
         if self.gemm is not None:
             self.sketch = "gemm"
+        elif self.window is not None:
+            self.sketch = "window"
         elif self._row_like():
             self.sketch = "rows"
         else:
             self.sketch = "tiled"
         self.packable = self._packable() if self.sketch == "tiled" else {}
-        self.space = ConfigSpace(self._knobs())
+        self.space = ConfigSpace(self._knobs(), prune=self._window_prune if self.sketch == "window" else None)
 
     # -- sketch rules
     def _gemm_sketch(self) -> tuple[Gemm | None, bool]:
@@ -246,6 +343,8 @@ class AutoScheduler:
             return self._gemm_knobs()
         if self.sketch == "rows":
             return self._row_knobs()
+        if self.sketch == "window":
+            return self._window_knobs()
         return self._tiled_knobs()
 
     def register_tiles(self) -> list[str]:
@@ -326,12 +425,132 @@ class AutoScheduler:
                 knobs.append(ChoiceKnob(f"inline_{st}", [True, False]))
         return knobs
 
+
+    # -- the direct-convolution sketch
+    def _extent(self, axis: str) -> int:
+        return dict(self.spatial + self.reduce)[axis]
+
+    def window_tiles(self) -> list[str]:
+        """Register tiles "KBxPHxPW" of a direct convolution: KB output channels (whole vectors,
+        up to four) x PH x PW output pixels (the last two pixel axes; PW a power of two or a
+        divisor of its extent up to 28), whose accumulators, KB/lanes weight vectors and a
+        broadcast pixel fit the vector registers; tiles with under half the accumulators of the
+        largest are left out. The largest first."""
+        w = self.window
+        assert w is not None
+        lane = lanes(self.dtype)
+        _, regs = vector_target()
+        K = self._extent(w.k)
+        pw_ext = self._extent(w.pixels[-1])
+        ph_ext = self._extent(w.pixels[-2]) if len(w.pixels) > 1 else 1
+        pws = fit(sorted({2, 4, 8, 16} | {d for d in range(3, 29) if pw_ext % d == 0}), pw_ext)
+        tiles = []
+        for kb in fit([lane, 2 * lane, 3 * lane, 4 * lane], K):
+            v = -(-min(kb, K) // lane)
+            for ph in fit([1, 2, 4], ph_ext):
+                for pw in pws:
+                    acc = min(ph, ph_ext) * min(pw, pw_ext) * v
+                    if acc + v + 1 <= regs:
+                        tiles.append((acc, kb, ph, pw))
+        if not tiles:
+            return [f"{fit([lane], K)[0]}x1x{pws[0]}"]
+        best = max(t[0] for t in tiles)
+        keep = sorted((t for t in tiles if 2 * t[0] >= best), key=lambda t: (-t[0], t[1], -t[3]))
+        return [f"{kb}x{ph}x{pw}" for _, kb, ph, pw in keep] + self.pixel_tiles()
+
+    def pixel_tiles(self) -> list[str]:
+        """With a unit-stride last pixel axis, tiles "pKBxPW" vectorised along the pixels instead:
+        PW output pixels in whole vectors (one contiguous input run per step) x KB output channels
+        unrolled (each weight broadcast), fitting the registers like `window_tiles`'. PW divides
+        the row where some whole number of vectors does: a partial tile at the row's end runs
+        element by element under a guard (5x slower for 24 of 56 pixels on AVX2). Offered only
+        when the output channels fill less than a vector: otherwise the channel-vectorised tiles
+        were faster (conv2d 64 -> 64 channels at 56x56 on AVX2: p12x8 2.10 ms, 16x1x4 1.54 ms)."""
+        w = self.window
+        assert w is not None
+        lane = lanes(self.dtype)
+        _, regs = vector_target()
+        K, pw_ext = self._extent(w.k), self._extent(w.pixels[-1])
+        if not w.unit_stride or K >= lane:
+            return []
+        tiles = []
+        whole = [lane * d for d in range(1, regs) if pw_ext % (lane * d) == 0]  # rows in whole tiles
+        for pw in whole or fit([lane, 2 * lane, 3 * lane, 4 * lane], pw_ext):
+            v = -(-min(pw, pw_ext) // lane)
+            for kb in fit([1, 2, 3, 4, 6, 8, 12, 16], K):
+                if min(kb, K) * v + v + 1 <= regs:
+                    tiles.append((min(kb, K) * v, kb, pw))
+        best = max((t[0] for t in tiles), default=0)
+        return [f"p{kb}x{pw}" for _, kb, pw in sorted((t for t in tiles if 2 * t[0] >= best),
+                                                       key=lambda t: (-t[0], -t[2]))]
+
+    def window_parallel(self) -> list[str]:
+        """Loops a direct convolution may run over threads: a batch axis, the output-channel
+        blocks or the rows of pixels, each only if it has more than one iteration."""
+        w = self.window
+        assert w is not None
+        if self.threads <= 1:
+            return ["none"]
+        cands = [a for a in w.batch if self._extent(a) > 1][:1]
+        if -(-self._extent(w.k) // lanes(self.dtype)) > 1:
+            cands.append(w.k)
+        rows = w.pixels[-2] if len(w.pixels) > 1 else w.pixels[-1]
+        if self._extent(rows) > 1:
+            cands.append(rows)
+        return cands or ["none"]
+
+    def _window_knobs(self) -> list[Knob]:
+        w = self.window
+        assert w is not None
+        C = self._extent(w.c)
+        layouts = ["blocked_root", "blocked_thread", "plain"] + (["plain_thread"] if w.input in self.stages else [])
+        return [
+            ChoiceKnob("tile", self.window_tiles()),
+            ChoiceKnob("cb", fit([16, 32, 64, 128, 256], C)),
+            ChoiceKnob("red_order", ["window_c", "c_window"]),
+            ChoiceKnob("outer", ["channels", "pixels"]),
+            ChoiceKnob("input", layouts),
+            ChoiceKnob("parallel", self.window_parallel()),
+        ]
+
+    def _window_presets(self) -> list[dict[str, Any]]:
+        """For each number of channel vectors (the three with the largest tiles) its largest
+        register tile, with the channel reduction innermost over an input blocked by the whole
+        channel extent (made per thread, or once); then the two largest pixel-vectorised tiles
+        over the unblocked input; channel blocks outer, rows over threads."""
+        sp = self.space.by_name
+        par = sp["parallel"].values()
+        tiles = sp["tile"].values()  # the largest first
+        plain = "plain_thread" if "plain_thread" in sp["input"].values() else "plain"
+        direct: dict[int, str] = {}
+        for t in tiles:
+            if not t.startswith("p"):
+                direct.setdefault(self._window_tile(t)[0], t)
+        out = []
+        for tile in list(direct.values())[:3] + [t for t in tiles if t.startswith("p")][:2]:
+            pixel = tile.startswith("p")
+            for layout in ((plain, "plain") if pixel else ("blocked_thread", "blocked_root")):
+                cfg = {"tile": tile, "cb": max(sp["cb"].values()), "red_order": "c_window" if pixel else "window_c",
+                       "outer": "channels", "input": layout, "parallel": par[-1]}
+                if cfg not in out:
+                    out.append(cfg)
+        return out
+
+    def _window_prune(self, cfg: Mapping[str, Any]) -> str | None:
+        """Pixel-vectorised tiles read the input along its last dim: a channel-blocked input would
+        make those reads strided."""
+        if str(cfg.get("tile", "")).startswith("p") and str(cfg.get("input", "")).startswith("blocked"):
+            return "a pixel-vectorised tile reads the input unblocked"
+        return None
+
     # -- presets
     def presets(self) -> list[dict[str, Any]]:
         """Known-good points of the space, best guess first: for GEMM the largest register tiles
         with k blocks of 256 and 512; otherwise one sensible config."""
         if self.sketch == "tiled":
             return [self.default_config()] + self._tiled_presets()
+        if self.sketch == "window":
+            return self._window_presets()
         if self.sketch != "gemm":
             return [self.default_config()]
         out = []
@@ -403,6 +622,8 @@ class AutoScheduler:
             return self._apply_gemm(s, cfg)
         if self.sketch == "rows":
             return self._apply_rows(s, cfg)
+        if self.sketch == "window":
+            return self._apply_window(s, cfg)
         return self._apply_tiled(s, cfg)
 
     def _workers(self, cfg: Config) -> int:
@@ -618,6 +839,91 @@ class AutoScheduler:
             s.vectorize(out, inner[v])
         if cfg.get("parallel"):
             s.parallel(out, outer[0])
+        return CodegenOptions()
+
+    def _window_layouts(self, s: Schedule, cfg: Config, kb: int, cb: int) -> str | None:
+        """Pack the weights in blocks of kb output channels (the vectorised axis) and, unless
+        [input] is "plain", the input in blocks of cb channels along its channel dim, so the
+        innermost reduction reads it contiguously; a zero-padding stage is inlined into that pack
+        (padding and layout in one pass). Returns the blocked input's name."""
+        w = self.window
+        assert w is not None
+        s.pack(w.weight, w.weight_k_dim, kb, self._fresh_tensor(s, f"{w.weight}_p"))
+        if cfg["input"].startswith("plain"):
+            return None
+        xb = s.pack(w.input, w.input_c_dim, cb, self._fresh_tensor(s, f"{w.input}_b"))
+        if w.input in s.stages:
+            s.compute_inline(w.input)
+        return xb
+
+    def _window_blocks(self, s: Schedule, cfg: Config, par: str) -> tuple[list[str], str]:
+        """The loops outside the reduction, outermost first (the one over threads first, then batch
+        axes, then output-channel and pixel-row blocks in [outer] order), and the pixel block loop
+        the accumulator tile sits at. Rows over threads are cut into one chunk per thread, so a
+        stage computed per thread covers just its rows."""
+        w = self.window
+        assert w is not None
+        out, pix = w.stage, list(w.pixels)
+        ko = f"{w.k}_o"
+        rows = f"{pix[-2]}_o" if len(pix) > 1 else None
+        blocks = [ko, rows] if cfg["outer"] == "channels" else [rows, ko]
+        loops = list(w.batch) + pix[:-2] + [b for b in blocks if b] + [f"{pix[-1]}_o"]
+        if par == "none":
+            return loops, loops[-1]
+        lead = f"{par}_o" if par in (w.k, pix[-2] if len(pix) > 1 else pix[-1]) else par
+        if lead != ko and lead != par:  # a pixel block loop: one contiguous chunk per thread
+            n = s.stages[out].extents()[lead]
+            t, m = s.split(out, lead, -(-n // self.threads), f"{par}_t", f"{par}_m")
+            loops[loops.index(lead)] = m
+            lead = t
+        else:
+            loops.remove(lead)
+        return [lead] + loops, loops[-1]
+
+    @staticmethod
+    def _window_tile(tile: str) -> tuple[int, int, int]:
+        """(KB, PH, PW) of a tile "KBxPHxPW", or of a pixel-vectorised "pKBxPW" (PH = 1)."""
+        if tile.startswith("p"):
+            kb, pw = (int(x) for x in tile[1:].split("x"))
+            return kb, 1, pw
+        kb, ph, pw = (int(x) for x in tile.split("x"))
+        return kb, ph, pw
+
+    def _apply_window(self, s: Schedule, cfg: Config) -> CodegenOptions:
+        """A direct convolution: weights packed along the output channels, an accumulator tile of
+        KB channels x PH x PW pixels, the channels vectorised and the pixels unrolled (or, for "p"
+        tiles, the pixels vectorised and the channels unrolled), the reduction over the window and
+        the channels (in [red_order]; channel blocks of [cb] outside the tile), the input blocked
+        or not, made once or per thread ([input]), one loop over threads ([parallel])."""
+        w = self.window
+        assert w is not None
+        out, pix = w.stage, list(w.pixels)
+        pixel = cfg["tile"].startswith("p")
+        kb, ph, pw = self._window_tile(cfg["tile"])
+        kb, cb = min(kb, self._extent(w.k)), min(cfg["cb"], self._extent(w.c))
+        xb = self._window_layouts(s, cfg, kb, cb)
+        s.split(out, w.k, kb, f"{w.k}_o", f"{w.k}_i")
+        inner = []
+        for axis, f in ((pix[-2], ph), (pix[-1], pw)) if len(pix) > 1 else ((pix[-1], pw),):
+            inner.append(s.split(out, axis, min(f, self._extent(axis)), f"{axis}_o", f"{axis}_i")[1])
+        red_out, c_in = ([], w.c)
+        if cb < self._extent(w.c):
+            co, c_in = s.split(out, w.c, cb, f"{w.c}_o", f"{w.c}_i")
+            red_out = [co]
+        red = [*w.window, c_in] if cfg["red_order"] == "window_c" else [c_in, *w.window]
+        par = cfg["parallel"] if self.threads > 1 else "none"
+        loops, at = self._window_blocks(s, cfg, par)
+        tile = [*inner[:-1], f"{w.k}_i", inner[-1]] if pixel else [*inner, f"{w.k}_i"]
+        s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *tile)
+        s.cache_write(out, at)
+        for x in tile[:-1]:
+            s.unroll(out, x)
+        s.vectorize(out, tile[-1])
+        per_thread = {"blocked_thread": xb, "plain_thread": w.input}.get(cfg["input"])
+        if per_thread is not None and par not in ("none", w.k):
+            s.compute_at(per_thread, out, loops[0])
+        if par != "none":
+            s.parallel(out, loops[0])
         return CodegenOptions()
 
 

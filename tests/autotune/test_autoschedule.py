@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from autotune.autoschedule import AutoScheduler, auto_schedule, lanes, match_gemm, vector_target
+from autotune.autoschedule import AutoScheduler, auto_schedule, lanes, match_gemm, match_window, vector_target
 from autotune.codegen import build
 from autotune.ir import te
 from autotune.schedule import Schedule
@@ -79,8 +79,28 @@ def conv_def(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     return conv2d.define(shape, "float32"), lambda x, w: conv2d.reference(x, w, pad=1)
 
 
+def conv_strided(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    """Stride 2, dilation 2, two images, channel counts that no vector or block divides."""
+    shape = {"N": 2, "C": 19, "H": 13, "W": 10, "K": 11, "R": 3, "S": 2, "stride": 2, "pad": 1, "dilation": 2}
+    return conv2d.define(shape, "float32"), lambda x, w: conv2d.reference(x, w, stride=2, pad=1, dilation=2)
+
+
+def conv1d(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    """A 1-d convolution without padding, the weight stored channels-last: W[c, s, k]."""
+    x = te.placeholder((3, 23), name="x")
+    w = te.placeholder((3, 4, 10), name="w")
+    c = te.reduce_axis(3, name="c")
+    q = te.reduce_axis(4, name="q")
+    out = te.compute((10, 20), lambda k, p: te.sum(x[c, p + q] * w[c, q, k], axis=(c, q)), name="y")
+
+    def ref(a, b):  # type: ignore[no-untyped-def]
+        return np.stack([sum(a[:, p + j] @ b[:, j, :] for j in range(4)) for p in range(20)], axis=1)
+    return out, ref
+
+
 SKETCH = {matmul: "gemm", matmul_tt: "gemm", batched: "gemm", dense: "gemm", bias_relu: "tiled",
-          row_sum: "rows", col_sum: "tiled", softmax_def: "rows", layernorm_def: "rows", conv_def: "tiled"}
+          row_sum: "rows", col_sum: "tiled", softmax_def: "rows", layernorm_def: "rows", conv_def: "window",
+          conv_strided: "window", conv1d: "window"}
 
 
 @pytest.mark.parametrize("make", list(SKETCH), ids=lambda f: f.__name__)
@@ -107,6 +127,16 @@ def test_a_gemm_is_recognised_in_any_layout_and_nothing_else_is() -> None:
     assert match_gemm(batched(8, 16, 4)[0]).batch == ("b",)  # type: ignore[union-attr]
     for make in (bias_relu, row_sum, col_sum, conv_def):
         assert match_gemm(make(8, 16, 4)[0]) is None
+
+
+def test_a_direct_convolution_is_recognised_and_nothing_else_is() -> None:
+    w = match_window(conv_def(0, 0, 0)[0])
+    assert w is not None and (w.input, w.weight, w.k, w.c, w.pixels, w.batch, w.window) == (
+        "Xp", "W", "k", "rc", ("oh", "ow"), ("n",), ("rr", "rs"))
+    w1 = match_window(conv1d(0, 0, 0)[0])
+    assert w1 is not None and (w1.k, w1.c, w1.pixels, w1.weight_k_dim) == ("k", "c", ("p",), 2)
+    for make in (matmul, matmul_tt, batched, dense, row_sum, col_sum, softmax_def, layernorm_def):
+        assert match_window(make(8, 16, 4)[0]) is None
 
 
 def test_the_gemm_sketch_is_the_templates_blocking() -> None:
@@ -154,3 +184,39 @@ def test_rules_derive_tiling_packing_cache_and_parallel_knobs_for_other_reductio
     assert {"tile_j", "tile_i", "cache", "vectorize", "parallel"} <= names
     out2, _ = bias_relu(8, 8, 8)
     assert "inline_t" in AutoScheduler(out2, threads=1).space.by_name
+
+
+def test_the_window_sketch_is_the_conv2d_templates_direct_structure() -> None:
+    """Weights packed along the output channels, the padded input blocked by channels in one pass
+    per thread, an accumulator tile of channels x pixels (pixels unrolled, channels vectorised)
+    with the window then the channels inside it, rows over threads; tiles fit the registers."""
+    shape = {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+    out = conv2d.define(shape, "float32")
+    auto = AutoScheduler(out, threads=2)
+    lane, regs = lanes("float32"), vector_target()[1]
+    tiles = auto.space.by_name["tile"].values()
+    for tile in tiles:
+        if tile.startswith("p"):  # pixels vectorised: KB channels x PW pixels in whole vectors
+            kb, pw = (int(x) for x in tile[1:].split("x"))
+            assert pw % lane == 0 and kb * (pw // lane) + pw // lane + 1 <= regs
+        else:
+            kb, ph, pw = (int(x) for x in tile.split("x"))
+            assert kb % lane == 0 and ph * pw * (kb // lane) + kb // lane + 1 <= regs
+    assert not any(t.startswith("p") for t in tiles)  # 64 channels fill whole vectors: channels vectorised
+    cfg = auto.presets()[0]
+    assert (cfg["input"], cfg["red_order"], cfg["parallel"], cfg["cb"]) == ("blocked_thread", "window_c", "oh", 64)
+    s = auto_schedule(out, cfg, threads=2)
+    assert s.stages["Y"].order == ["oh_t", "n", "k_o", "oh_m", "ow_o", "rr", "rs", "rc", "oh_i", "ow_i", "k_i"]
+    assert s.stages["Y"].cache_at == "ow_o" and s.stages["Y"].loop_kind == {
+        "oh_i": "unroll", "ow_i": "unroll", "k_i": "vectorize", "oh_t": "parallel"}
+    assert s.stages["Xp"].attach == ("inline",) and s.stages["Xp_b"].attach == ("at", "Y", "oh_t")
+    assert s.stages["W_p"].packed_from == ("W", 0, lane) and s.stages["Xp_b"].packed_from == ("Xp", 1, 64)
+    few = conv2d.define({**shape, "K": max(1, lane // 2)}, "float32")  # fewer channels than a vector: pixels
+    auto = AutoScheduler(few, threads=2)
+    pixel = next(c for c in auto.presets() if c["tile"].startswith("p"))
+    assert not auto.space.allows({**pixel, "input": "blocked_root"})  # a pixel run must stay contiguous
+    s = auto_schedule(few, pixel, threads=2)
+    assert s.stages["Y"].order[-2:] == ["k_i", "ow_i"] and s.stages["Y"].loop_kind["ow_i"] == "vectorize"
+    assert s.stages["Xp"].attach == ("at", "Y", "oh_t") and "Xp_b" not in s.stages
+    strided = AutoScheduler(conv_strided(0, 0, 0)[0], threads=2).space.by_name["tile"].values()
+    assert not any(t.startswith("p") for t in strided)  # stride 2: a run of pixels is not a run of the input

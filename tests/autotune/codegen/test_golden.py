@@ -124,7 +124,30 @@ def g_auto_row_sum():
     return _auto(te.compute((37,), lambda i: te.sum(x[i, j], axis=j), name="out"), {"rows": 4, "parallel": True})
 
 
+def _conv_definition():  # type: ignore[no-untyped-def]
+    from templates.conv2d import define
+    return define({"N": 1, "C": 3, "H": 7, "W": 9, "K": 5, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
+                  "float32")
+
+
+def g_auto_conv2d_window():
+    """conv2d from its definition (the window sketch): weights packed by 8 output channels, the
+    padded input blocked by channels in one pass per thread, a tile of 8 channels (vectorised) x
+    1 x 4 pixels (unrolled) over the window then the channels, rows over the threads."""
+    return _auto(_conv_definition(), {"tile": "8x1x4", "cb": 16, "red_order": "window_c", "outer": "channels",
+                                      "input": "blocked_thread", "parallel": "oh"})
+
+
+def g_auto_conv2d_pixels():
+    """The same definition with a pixel-vectorised tile: 2 output channels (unrolled, weights
+    broadcast) x 8 pixels (vectorised), the padded input unblocked and made once."""
+    return _auto(_conv_definition(), {"tile": "p2x8", "cb": 16, "red_order": "c_window", "outer": "channels",
+                                      "input": "plain", "parallel": "oh"})
+
+
 CASES = {
+    "auto_conv2d_window": g_auto_conv2d_window,
+    "auto_conv2d_pixels": g_auto_conv2d_pixels,
     "auto_dense_bias_relu": g_auto_dense_bias_relu,
     "auto_row_sum": g_auto_row_sum,
     "conv2d_flat": g_conv2d_flat,
@@ -148,7 +171,7 @@ def reference(name, arrays):
         return arrays[0].sum(axis=1)
     if name in ("fused_epilogue", "auto_dense_bias_relu"):
         return np.maximum(arrays[0] @ arrays[1] + arrays[2], 0)
-    if name in ("conv2d_flat", "conv2d_flat_scratch"):
+    if name in ("conv2d_flat", "conv2d_flat_scratch", "auto_conv2d_window", "auto_conv2d_pixels"):
         from templates.conv2d import reference as conv2d
         return conv2d(arrays[0], arrays[1], pad=1)
     raise KeyError(name)

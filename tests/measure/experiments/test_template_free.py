@@ -9,7 +9,7 @@ import pytest
 from autotune.autoschedule import AutoScheduler
 from measure.experiments.template_free import ROWS, _definition, run, table
 
-SKETCH = {"matmul": "gemm", "conv2d": "tiled", "dense_bias_relu": "gemm", "rowsum": "rows", "softmax": "rows",
+SKETCH = {"matmul": "gemm", "conv2d": "window", "dense_bias_relu": "gemm", "rowsum": "rows", "softmax": "rows",
           "layernorm": "rows"}
 
 
