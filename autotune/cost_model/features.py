@@ -27,9 +27,9 @@ import numpy as np
 from autotune.backends import backend_of
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
-from autotune.cost_model.loops import Loop, stores, stride, touched
+from autotune.cost_model.loops import Loop, flops, stores, stride, touched
 from autotune.cost_model.structure import STRUCTURE_NAMES, structure_features
-from autotune.ir.expr import BinOp, Call, Expr, Tensor
+from autotune.ir.expr import Expr, Tensor
 from autotune.ir.stmt import Function, LoopNest, Store
 
 FEATURE_VERSION = 2
@@ -37,16 +37,6 @@ LEVELS = (0, 1, 2, 3, 5, 99)
 N_LOOPS = 6
 N_BUFS = 4
 KINDS = ("serial", "unroll", "vectorize", "parallel")
-
-
-def _flops(e: Expr) -> int:
-    n = 0
-    for x in te.walk(e):
-        if isinstance(x, BinOp) and x.op in ("+", "-", "*", "/", "min", "max") and x.dtype in ("float32", "float64"):
-            n += 1
-        elif isinstance(x, Call):
-            n += 1 if x.func == "pow2" else 4  # pow2: a few integer vector operations
-    return n
 
 
 def _log2(x: float) -> float:
@@ -74,7 +64,7 @@ def extract(nest: LoopNest) -> np.ndarray:
         return np.zeros(feature_length(), np.float32)
     loops, st = stmts[hot]
     trip = trips[hot]
-    fl = max(_flops(st.value), 1)
+    fl = max(flops(st.value), 1)
     feats += [_log2(trip), float(fl), _log2(trip * fl)]
     inner_first = list(reversed(loops))
     for l in range(N_LOOPS):
@@ -121,7 +111,7 @@ def extract(nest: LoopNest) -> np.ndarray:
     par = next((lp.extent for lp in loops if lp.kind == "parallel"), 1)
     feats += [_log2(acc), _log2(unrolled), float(vec), _log2(par), _log2(trip / par)]
     feats += [float(len(stmts)), _log2(sum(trips)), _log2(local_bytes)]
-    feats += structure_features(stmts, hot, scopes, _flops)
+    feats += structure_features(stmts, hot, scopes)
     return np.asarray(feats, np.float32)
 
 

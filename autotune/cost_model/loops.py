@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.ir.affine import to_affine
-from autotune.ir.expr import BinOp, Const, Expr, Tensor, Var
+from autotune.ir import expr as te
+from autotune.ir.expr import BinOp, Call, Const, Expr, Tensor, Var
 from autotune.ir.stmt import For, If, Seq, Stmt, Store
 
 
@@ -35,6 +36,17 @@ def extent(e: Expr) -> int:
             if isinstance(side, Const):
                 return max(int(side.value), 0)
     return 1
+
+
+def flops(e: Expr) -> int:
+    """Floating-point operations of one evaluation of an expression (a math call counts 4)."""
+    n = 0
+    for x in te.walk(e):
+        if isinstance(x, BinOp) and x.op in ("+", "-", "*", "/", "min", "max") and x.dtype in ("float32", "float64"):
+            n += 1
+        elif isinstance(x, Call):
+            n += 1 if x.func == "pow2" else 4  # pow2: a few integer vector operations
+    return n
 
 
 def stores(stmt: Stmt) -> list[tuple[list[Loop], Store]]:

@@ -33,12 +33,11 @@ Example::
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
-from autotune.cost_model.loops import Loop, stride
+from autotune.cost_model.loops import Loop, flops, stride
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
-from autotune.ir.expr import Load
 from autotune.ir.stmt import Store
 
 STRUCTURE_NAMES = ("pack_bytes", "pack_ratio", "stages", "accumulates", "horizontal", "partials",
@@ -49,12 +48,12 @@ def _trip(loops: Sequence[Loop]) -> int:
     return math.prod(lp.extent for lp in loops)
 
 
-def _is_copy(st: Store, scopes: dict[int, str], count: Callable[[te.Expr], int]) -> bool:
+def _is_copy(st: Store, scopes: dict[int, str]) -> bool:
     """A store into a local buffer of elements of arguments with no arithmetic (a padded copy
     selects between a load and zero): packing."""
     lds = te.loads(st.value)
     return (id(st.buffer) in scopes and bool(lds) and all(id(ld.tensor) not in scopes for ld in lds)
-            and count(st.value) == 0)
+            and flops(st.value) == 0)
 
 
 def _consumers(stmts: Sequence[tuple[list[Loop], Store]], hot: int) -> list[tuple[list[Loop], Store]]:
@@ -72,26 +71,23 @@ def _consumers(stmts: Sequence[tuple[list[Loop], Store]], hot: int) -> list[tupl
     return out
 
 
-def structure_features(stmts: Sequence[tuple[list[Loop], Store]], hot: int, scopes: dict[int, str],
-                       flops: Callable[[te.Expr], int] | None = None) -> list[float]:
+def structure_features(stmts: Sequence[tuple[list[Loop], Store]], hot: int, scopes: dict[int, str]) -> list[float]:
     """The STRUCTURE_NAMES columns for the statements (loops, store) with `hot` the index of the
     hot one and `scopes` the local buffers' scopes by id (global buffers absent)."""
-    count = flops or (lambda e: sum(1 for x in te.walk(e) if isinstance(x, te.BinOp)))
     loops, st = stmts[hot]
     hot_trip = max(_trip(loops), 1)
-    copies = [(lp, s) for lp, s in stmts if _is_copy(s, scopes, count)]
+    copies = [(lp, s) for lp, s in stmts if _is_copy(s, scopes)]
     pack_bytes = sum(_trip(lp) * ITEMSIZE[s.buffer.dtype] for lp, s in copies)
     pack_trip = sum(_trip(lp) for lp, _ in copies)
     stages = len({id(s.buffer) for _, s in stmts})
-    own = [ld for ld in te.loads(st.value) if ld.tensor is st.buffer and tuple(map(repr, ld.indices)) ==
-           tuple(map(repr, st.indices))]
-    accumulates = bool(own)
+    accumulates = any(ld.tensor is st.buffer and tuple(map(repr, ld.indices)) == tuple(map(repr, st.indices))
+                      for ld in te.loads(st.value))
     inner = loops[-1] if loops else None
     horizontal = (accumulates and inner is not None and inner.kind == "vectorize"
                   and stride(st.buffer, st.indices, inner.var) == 0)
     consumers = [(lp, s) for lp, s in _consumers(stmts, hot) if s.buffer is not st.buffer]
     partials = accumulates and id(st.buffer) in scopes and bool(consumers)
-    epi_flops = sum(_trip(lp) * count(s.value) for lp, s in consumers)
+    epi_flops = sum(_trip(lp) * flops(s.value) for lp, s in consumers)
     outer = loops[0].var if loops else None
     fused = bool(consumers) and outer is not None and all(any(x.var is outer for x in lp) for lp, _ in consumers)
     return [math.log2(pack_bytes + 1.0), pack_trip / hot_trip, float(stages), float(accumulates),
