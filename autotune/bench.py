@@ -217,5 +217,7 @@ def format_result(r: BenchResult) -> str:
         if importlib.util.find_spec("torch") is None:
             lines.append("  torch     not timed: PyTorch is not installed (pip install \".[gnn]\" adds it)")
     errs = sum(c.error is not None for c in r.candidates)
-    lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s")
+    compiles = [c.compile_seconds for c in r.candidates if c.compile_seconds is not None]
+    median = f"; median compile {statistics.median(compiles):.2f} s CPU each" if compiles else ""
+    lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s{median}")
     return "\n".join(lines)
