@@ -180,7 +180,7 @@ class Lowerer:
         n.attached = self.attached_to(st)
         n.hoist = self._hoisted_tails(n)
         top: list[Stmt | None] = []
-        if n.reduce_op and n.first_red == 0 and (n.acc is None or n.first_red <= n.cache_pos):  # type: ignore[operator]
+        if n.reduce_op and n.first_red == 0 and n.acc is None:
             top.append(self._init_nest(n, 0))
         top.append(self._emit(n, 0))
         return seq(*top)
@@ -398,14 +398,35 @@ class Lowerer:
             body = For(w, Const(e), "serial", body)
         return body
 
+    def _first_visit(self, n: StageNest) -> Expr | None:
+        """With reduction loops outside the accumulator tile, the condition under which a tile's
+        write-back is the first for its outputs (each of those loops at 0): that write-back stores,
+        later ones combine, and the output needs no init pass. None when there are no such loops
+        of more than one iteration (every write-back is the only one: it stores)."""
+        st = n.st
+        if n.reduce_op is None or n.first_red is None or n.cache_pos is None or n.first_red > n.cache_pos:
+            return None
+        cond: Expr | None = None
+        for leaf in st.order[n.first_red:n.cache_pos + 1]:
+            if st.axis_kind[leaf] == "reduce" and n.ext[leaf] > 1:
+                c = Cmp("==", st.var(leaf), Const(0))
+                cond = c if cond is None else BinOp("and", cond, c)
+        return cond
+
     def _writeback(self, n: StageNest) -> Stmt:
-        """Store (or add) the accumulator tile into the output, clamped to the axes' ends."""
+        """Store the accumulator tile into the output, clamped to the axes' ends; with reduction
+        loops outside the tile, store on the first visit and combine (e.g. add) on the later ones."""
+        first = self._first_visit(n)
+        if first is None:
+            return self._writeback_nest(n, accumulate=False)
+        return If(first, self._writeback_nest(n, accumulate=False), self._writeback_nest(n, accumulate=True))
+
+    def _writeback_nest(self, n: StageNest, accumulate: bool) -> Stmt:
         ws = {a: Var(f"{n.st.name}_w{k}") for k, a in enumerate(n.acc_dims)}
         idx = []
         for a in n.spatial:
             idx.append(simplify(n.acc_base[a] + ws[a], self.ranges) if a in ws else n.axis_expr[a])
         src = Load(n.acc, tuple(ws[a] for a in n.acc_dims) or (Const(0),))  # type: ignore[arg-type]
-        accumulate = n.reduce_op is not None and n.first_red is not None and n.first_red <= n.cache_pos  # type: ignore[operator]
         val = combine(n.reduce_op, Load(n.out_buf, tuple(idx)), src) if accumulate else src  # type: ignore[arg-type]
         body: Stmt = Store(n.out_buf, tuple(idx), val)
         for k, a in reversed(list(enumerate(n.acc_dims))):
@@ -450,7 +471,7 @@ class Lowerer:
         parts += [self.lower_attached(o, st, leaf, n.value, n.out_buf) for o in n.attached if o.attach[2] == leaf]
         if n.cache_pos == p:
             parts.append(self._acc_init(n))
-        if n.reduce_op and n.first_red == p + 1 and (n.acc is None or n.first_red <= n.cache_pos):  # type: ignore[operator]
+        if n.reduce_op and n.first_red == p + 1 and n.acc is None:
             parts.append(self._init_nest(n, p + 1))
         parts.append(inside)
         if n.cache_pos == p:
