@@ -21,6 +21,7 @@ from autotune.codegen.buffers import aligned_copy
 from autotune.codegen.check import check_output, poisoned
 from autotune.environment import settings
 from autotune.errors import AutotuneError, ShapeError
+from autotune.ir.expr import input_tensors
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
 from templates import get_template
@@ -156,7 +157,13 @@ class Task:
 
     def build(self, cfg: Config | Mapping[str, Any]) -> Kernel:
         s, opts = self.schedule(cfg)
-        return build(s, threads=self.threads, reassoc=opts.reassoc)
+        return build(s, threads=self.threads, reassoc=opts.reassoc, views=self.views())
+
+    def views(self) -> list[tuple[int, ...]]:
+        """The shapes callers pass and get: the template's definition's inputs, then its output
+        (a config's own definition, define_for, may compute on flat views of them)."""
+        out = self.template.define(self.shape_dict, self.dtype)
+        return [t.shape for t in input_tensors(out) if t.is_placeholder] + [out.shape]
 
     def verify(self, kernel: Kernel, seed: int = 0) -> None:
         """Run `kernel` once on the task's random inputs against its reference; AutotuneError if

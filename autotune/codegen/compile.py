@@ -20,6 +20,7 @@ Example::
 """
 from __future__ import annotations
 
+import math
 import contextlib
 import os
 import stat
@@ -29,7 +30,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -126,7 +127,7 @@ def _execute(name: str, source: str, path: Path) -> Any:
 
 
 def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, float]:
-    """Import the module for `source`; return (module, path, seconds spent).
+    """Import the module for `source`; return (module, path, CPU seconds this thread spent on it).
 
     The cache is verified, not trusted: the entry `k_<hash>.py` is rewritten unless it holds
     exactly `source`, and the module runs `source` itself, so no bytes planted in the cache run.
@@ -141,7 +142,7 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, 
         _write_entry(path, expected, root)
     if name in sys.modules:  # built from this same source earlier in this process
         return sys.modules[name], path, 0.0
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: a compile worker paused for a timing, or a busy machine, is not compile cost
     try:
         try:
             mod = _execute(name, source, path)
@@ -156,7 +157,7 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, 
     except Exception as e:  # numba typing/lowering errors arrive here
         raise CompileError(f"Numba could not compile the kernel in {path}: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    return mod, path, time.perf_counter() - t0
+    return mod, path, time.thread_time() - t0
 
 
 @dataclass
@@ -164,7 +165,10 @@ class Kernel:
     """A compiled kernel: call it on NumPy arrays to get the output.
 
     `bind(*inputs)` returns a zero-argument callable that reruns the kernel into preallocated
-    buffers (what the timer measures).
+    buffers (what the timer measures). compile_seconds: CPU seconds `build` spent (see there).
+    views: the caller's shapes of the inputs and the output (in that order) when the definition
+    computes on other shapes of the same C-ordered elements (a flat view of an image); () when
+    they are the definition's own.
     """
     nest: LoopNest
     source: str
@@ -173,14 +177,23 @@ class Kernel:
     prologue: Callable[..., None] | None
     compile_seconds: float
     threads: int = 1
+    views: tuple[tuple[int, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        tensors = [*self.nest.inputs, self.nest.output]
+        if self.views and (len(self.views) != len(tensors) or any(
+                math.prod(v) != math.prod(t.shape) for v, t in zip(self.views, tensors))):
+            raise ShapeError(f"views {self.views} do not hold the elements of the kernel's tensors "
+                             f"{[t.shape for t in tensors]}")
 
     @property
     def input_shapes(self) -> list[tuple[tuple[int, ...], str]]:
-        return [(t.shape, t.dtype) for t in self.nest.inputs]
+        shapes = self.views[:-1] if self.views else [t.shape for t in self.nest.inputs]
+        return [(tuple(sh), t.dtype) for sh, t in zip(shapes, self.nest.inputs)]
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        return self.nest.output.shape
+        return tuple(self.views[-1]) if self.views else self.nest.output.shape
 
     def _check(self, arrays: tuple[np.ndarray, ...]) -> list[np.ndarray]:
         ins = self.nest.inputs
@@ -188,27 +201,27 @@ class Kernel:
             names = ", ".join(t.name for t in ins)
             raise ShapeError(f"kernel takes {len(ins)} arrays ({names}), got {len(arrays)}")
         out = []
-        for a, t in zip(arrays, ins):
+        for a, t, (shape, _) in zip(arrays, ins, self.input_shapes):
             a = np.asarray(a)
-            if a.shape != t.shape:
-                raise ShapeError(f"input {t.name!r} must have shape {t.shape}, got {a.shape}")
+            if a.shape != shape:
+                raise ShapeError(f"input {t.name!r} must have shape {shape}, got {a.shape}")
             if a.dtype != np.dtype(t.dtype):
                 raise ShapeError(f"input {t.name!r} must have dtype {t.dtype}, got {a.dtype}")
-            out.append(np.ascontiguousarray(a))
+            out.append(np.ascontiguousarray(a).reshape(t.shape))
         return out
 
     def bind(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> Callable[[], np.ndarray]:
         ins = self._check(arrays)
-        o = self.nest.output
+        o, oshape = self.nest.output, self.output_shape
         if out is None:
-            result = aligned_empty(o.shape, o.dtype)
-        elif out.shape != o.shape or out.dtype != np.dtype(o.dtype) or not out.flags.c_contiguous:
-            raise ShapeError(f"out must be a C-contiguous {o.dtype} array of shape {o.shape}, "
+            result = aligned_empty(oshape, o.dtype)
+        elif out.shape != oshape or out.dtype != np.dtype(o.dtype) or not out.flags.c_contiguous:
+            raise ShapeError(f"out must be a C-contiguous {o.dtype} array of shape {oshape}, "
                              f"got {out.dtype} {out.shape}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
         else:
             result = out
         inter = [aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates]
-        args = tuple(ins) + (result,) + tuple(inter)
+        args = tuple(ins) + (result.reshape(o.shape),) + tuple(inter)
         main, prologue = self.main, self.prologue
 
         def with_scratch(fn: Function) -> tuple[np.ndarray, ...]:
@@ -242,6 +255,8 @@ class Kernel:
         shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch)."""
         inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
         main, prologue = self.main, self.prologue
+        shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
+        oshape = self.nest.output.shape
 
         def scratch_of(fn: Function) -> tuple[np.ndarray, ...]:
             return tuple(aligned_empty(t.shape, t.dtype) for t in scratch(fn))
@@ -250,7 +265,10 @@ class Kernel:
             own = scratch_of(self.nest.main)
 
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
-                main(*ins, out, *inter, *own)
+                if shapes:
+                    main(*(a.reshape(sh) for a, sh in zip(ins, shapes)), out.reshape(oshape), *inter, *own)
+                else:
+                    main(*ins, out, *inter, *own)
                 return out
             return run
         pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()
@@ -259,7 +277,10 @@ class Kernel:
         per_thread = [scratch_of(self.nest.main) for _ in range(nthreads)]
 
         def run_parallel(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
-            head = ins + (out,) + inter
+            if shapes:
+                head = tuple(a.reshape(sh) for a, sh in zip(ins, shapes)) + (out.reshape(oshape),) + inter
+            else:
+                head = ins + (out,) + inter
             if prologue is not None:
                 prologue(*head, *pro)
             if nthreads == 1:
@@ -274,14 +295,17 @@ class Kernel:
 
 
 def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
-          cache_dir: Path | None = None) -> Kernel:
-    """Lower, generate, compile (or load from the disk cache) and wrap a schedule."""
+          cache_dir: Path | None = None, views: Sequence[tuple[int, ...]] = ()) -> Kernel:
+    """Lower, generate, compile (or load from the disk cache) and wrap a schedule. The kernel's
+    compile_seconds is the CPU time this thread spent on all of it: a compile worker paused while
+    another kernel is timed, or waiting for a busy core, is not charged."""
+    t0 = time.thread_time()
     nest = lower(sched)
     source = generate_source(sched, nest, reassoc=reassoc)
-    mod, path, secs = load_module(source, cache_dir)
+    mod, path, _ = load_module(source, cache_dir)
     threads = threads if threads is not None else settings().threads
     if threads > 1 and (nest.main.parallel_extent or 1) > 1:
-        t0 = time.perf_counter()
         entry_for(mod.kernel)  # compiled here, so measuring does not pay for it
-        secs += time.perf_counter() - t0
-    return Kernel(nest, source, path, mod.kernel, getattr(mod, "prologue", None), secs, threads)
+    own = tuple(t.shape for t in (*nest.inputs, nest.output))
+    return Kernel(nest, source, path, mod.kernel, getattr(mod, "prologue", None), time.thread_time() - t0, threads,
+                  tuple(tuple(v) for v in views) if tuple(map(tuple, views)) != own else ())

@@ -273,7 +273,7 @@ def _retime(task: Task, configs: Sequence[dict], rounds: int, final_within: floa
         try:
             sched, opts = task.schedule(cfg)  # task.build(cfg), from the given cache
             k = build(sched, threads=task.threads, reassoc=opts.reassoc,
-                      cache_dir=Path(cache_dir) if cache_dir else None)
+                      cache_dir=Path(cache_dir) if cache_dir else None, views=task.views())
         except Exception:  # noqa: BLE001 - a config that no longer builds keeps its logged time
             continue
         fn = k.bind(*ins)

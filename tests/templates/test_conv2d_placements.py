@@ -79,3 +79,43 @@ def test_both_definitions_take_the_same_inputs_and_give_the_same_output():
     assert a.shape == b.shape and a.dtype == b.dtype
     sig = [[(t.name, t.shape, t.dtype) for t in input_tensors(o) if t.is_placeholder] for o in (a, b)]
     assert sig[0] == sig[1]
+
+
+POINTWISE_SHAPES = [
+    ("2x33x7x9x17x1x1", 2),   # two images, 63 pixels (a partial pixel tile per thread), K not a multiple of kb
+    ("1x16x1x5x8x1x1", 2),    # fewer pixels than one tile: nothing for a second thread
+    ("1x24x6x6x12x1x1", 1),   # one thread
+]
+
+
+@pytest.mark.parametrize("shape,threads", POINTWISE_SHAPES)
+def test_pointwise_tiles_run_on_flat_views(shape, threads):
+    """A 1x1 window: the "w" tiles compute on (N, C, H*W) views of the caller's NCHW arrays
+    (define_pointwise), with every parallel loop, block order and reduction split in turn."""
+    task = Task.create("conv2d", shape, "float32", threads)
+    sp = task.space()
+    inputs = task.inputs(seed=3)
+    want = task.reference(inputs)
+    flat = [t for t in sp.by_name["tile"].values() if t.startswith("w")]
+    assert flat
+    knobs = {k: sp.by_name[k].values() for k in ("cb", "red_order", "outer", "parallel")}
+    for i, tile in enumerate(flat * 2):
+        cfg = {"tile": tile, "pad_at": "none", **{k: v[(i + j) % len(v)] for j, (k, v) in enumerate(knobs.items())}}
+        k = task.build(cfg)
+        assert "reshape" not in k.source and "Xf" not in k.source  # no copy of the image: a view
+        assert k.input_shapes == [(inputs[0].shape, "float32"), (inputs[1].shape, "float32")]
+        assert k.output_shape == want.shape
+        assert_close(k(*inputs), want, "float32", task.shape_dict["C"]), cfg
+        out = np.empty(want.shape, np.float32)
+        assert_close(k.prepare()(tuple(inputs), out), want, "float32", task.shape_dict["C"]), cfg
+
+
+def test_pointwise_kernel_checks_the_callers_shapes():
+    from autotune.errors import ShapeError
+    task = Task.create("conv2d", "1x8x4x4x8x1x1", "float32", 1)
+    k = task.build({**task.default_config(), "tile": "w4x8", "pad_at": "none"})
+    X, W = task.inputs()
+    with pytest.raises(ShapeError, match=r"must have shape \(1, 8, 4, 4\)"):
+        k(X.reshape(1, 8, 16), W)
+    with pytest.raises(ShapeError, match="out must be"):
+        k(X, W, out=np.empty((1, 8, 16), np.float32))
