@@ -34,14 +34,19 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class BenchOptions:
-    """trials: configs to try (presets first, then the search's); rounds: alternating
-    baseline/kernel timing blocks for the final comparison; pause_s: idle time between blocks
-    (BLAS threads keep spinning after a call and slow whatever runs next)."""
+    """trials: configs to try (presets first, then the search's); finalists: how many of the
+    fastest candidates (those within finalist_within of the fastest) are timed again, in
+    alternating rounds, before the best is chosen (a busy spell of the machine favours whichever
+    candidate was timed outside it); rounds: alternating baseline/kernel timing blocks for the
+    final comparison; pause_s: idle time between blocks (BLAS threads keep spinning after a call
+    and slow whatever runs next)."""
     trials: int = 16
     seed: int = 0
     protocol: TimingProtocol = TimingProtocol(warmup=2, number=1, repeat=5, min_repeat_ms=100)
     search_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
     rounds: int = 3
+    finalists: int = 3
+    finalist_within: float = 1.25
     pause_s: float = 0.5
     progress: bool = True
     baselines: tuple[str, ...] = ("numpy", "torch")
@@ -183,11 +188,9 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     if not ok:
         first = next((c.error for c in cands if c.error), "no candidates")
         raise AutotuneError(f"no candidate of {task.key()} compiled and passed the check; first error: {first}")
-    best = min(ok, key=lambda c: c.seconds)  # type: ignore[arg-type, return-value]
     keep_freed_memory()
     inputs = task.inputs(seed=options.seed + 1)
-    kern = task.build(best.config)
-    run = kern.bind(*inputs)
+    best, run = _final_pick(task, ok, inputs, options)
     base = baseline_callables(task, inputs, options.baselines)
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
@@ -201,6 +204,29 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
             time.sleep(options.pause_s)
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
                        cands, tuning)
+
+
+def _final_pick(task: Task, ok: list[Candidate], inputs: list[np.ndarray],
+                options: BenchOptions) -> tuple[Candidate, Callable[[], Any]]:
+    """The fastest candidate once the finalists are timed again in alternating rounds (the median
+    of each), and its bound kernel."""
+    ranked = sorted(ok, key=lambda c: c.seconds)  # type: ignore[arg-type, return-value]
+    finalists: list[Candidate] = []
+    for c in ranked:
+        if len(finalists) == options.finalists or c.seconds > ranked[0].seconds * options.finalist_within:  # type: ignore[operator]
+            break
+        if all(c.config != f.config for f in finalists):
+            finalists.append(c)
+    runs = [task.build(c.config).bind(*inputs) for c in finalists]
+    if len(runs) == 1:
+        return finalists[0], runs[0]
+    times: list[list[float]] = [[] for _ in runs]
+    with TimingLock(lock_path(settings().cache_dir)):
+        for _ in range(options.rounds):
+            for t, run in zip(times, runs):
+                t.append(time_callable(run, options.search_protocol).median)
+    i = min(range(len(runs)), key=lambda k: statistics.median(times[k]))
+    return finalists[i], runs[i]
 
 
 def format_result(r: BenchResult) -> str:
