@@ -158,12 +158,9 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
     from autotune.records import load_records
     from autotune.tuning import tune
     from measure.local import LocalRunnerOptions
-    tmp = None
-    if log is None:
-        tmp = tempfile.NamedTemporaryFile(prefix="autotune-bench-", suffix=".jsonl", delete=False)
-        tmp.close()
-        log = tmp.name
-    try:
+    with contextlib.ExitStack() as stack:
+        if log is None:  # a scratch log in a directory of its own: its sidecar files go with it
+            log = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="autotune-bench-")), "log.jsonl")
         tune(op=task, trials=options.trials, log=log, strategy=strategy, cost_model=cost_model,
              pretrained=pretrained, seed=options.seed, progress=options.progress, batch=8,
              runner_options=LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed))
@@ -171,9 +168,6 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
         return [Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
                           None if r.ok else f"{r.error}: {r.message}")
                 for r in load_records(log) if r.key == task.key()]
-    finally:
-        if tmp is not None:
-            os.unlink(tmp.name)
 
 
 def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | None = None,
