@@ -41,7 +41,8 @@ def test_tune_measures_presets_first_and_logs_the_strategy(tmp_path: Path) -> No
     r = tune(op="matmul", shape="16x16x16", threads=1, trials=2, log=log, strategy="random", progress=False)
     recs = load_records(log)
     assert r.measured == 2 and [x.strategy for x in recs] == ["random", "random"]
-    assert Record.validated_config(recs[0]) == TASK.default_config()
+    # the first two presets, logged as each completes (two compile workers: either may finish first)
+    assert sorted(Record.validated_config(x).key() for x in recs) == sorted(c.key() for c in TASK.presets()[:2])
 
 
 def test_op_with_a_cost_model_tunes_with_the_model_guided_search(tmp_path: Path) -> None:
