@@ -31,7 +31,9 @@ class Template:
     define(shape, dtype) -> output tensor of the compute definition
     space(shape, dtype, threads) -> ConfigSpace of its knobs
     schedule(sched, cfg, shape) applies primitives for a config (and returns codegen options)
-    define_for(shape, dtype, cfg) -> the definition that config schedules, when not define's
+    define_for(shape, dtype, cfg) -> the definition that config schedules, when not define's;
+        its inputs and output may be other shapes of the same C-ordered elements as define's (a
+        flattened image): the kernel still takes and returns define's shapes, as reshaped views
     reference(*inputs) -> the expected output, in NumPy
     flops(shape) -> floating-point operations (or bytes moved, for memory-bound operators)
     backend: where its kernels run, the name of an autotune.backends backend ("cpu": Numba on
