@@ -76,9 +76,14 @@ class BenchResult:
     def ratio(self, baseline: str) -> float:
         return self.baselines[baseline] / self.kernel_seconds
 
+    @property
+    def median_compile_seconds(self) -> float | None:
+        """Median CPU seconds a candidate took to compile (None when none reported it)."""
+        compiles = [c.compile_seconds for c in self.candidates if c.compile_seconds is not None]
+        return statistics.median(compiles) if compiles else None
+
     def to_json(self) -> dict[str, Any]:
         fl = self.task.flops()
-        compiles = [c.compile_seconds for c in self.candidates if c.compile_seconds is not None]
         return {
             "schema": SCHEMA_VERSION,
             "task": self.task.key(), "op": self.task.op, "shape": self.task.shape_dict, "dtype": self.task.dtype,
@@ -90,7 +95,7 @@ class BenchResult:
             "trials": len(self.candidates),
             "errors": sum(c.error is not None for c in self.candidates),
             "tuning_seconds": self.tuning_seconds,
-            "median_compile_seconds": statistics.median(compiles) if compiles else None,
+            "median_compile_seconds": self.median_compile_seconds,
             "candidates": [{"config": c.config.to_json(), "seconds": c.seconds, "compile_seconds": c.compile_seconds,
                             "error": c.error} for c in self.candidates],
             "machine": {"cpu": cpu_model(), "target": host().to_json(), "cores": os.cpu_count(),
@@ -237,7 +242,7 @@ def format_result(r: BenchResult) -> str:
         if importlib.util.find_spec("torch") is None:
             lines.append("  torch     not timed: PyTorch is not installed (pip install \".[gnn]\" adds it)")
     errs = sum(c.error is not None for c in r.candidates)
-    compiles = [c.compile_seconds for c in r.candidates if c.compile_seconds is not None]
-    median = f"; median compile {statistics.median(compiles):.2f} s CPU each" if compiles else ""
+    mc = r.median_compile_seconds
+    median = f"; median compile {mc:.2f} s CPU each" if mc is not None else ""
     lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s{median}")
     return "\n".join(lines)

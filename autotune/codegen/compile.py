@@ -126,8 +126,8 @@ def _execute(name: str, source: str, path: Path) -> Any:
     return mod
 
 
-def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, float]:
-    """Import the module for `source`; return (module, path, CPU seconds this thread spent on it).
+def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path]:
+    """Import the module for `source`; return (module, path).
 
     The cache is verified, not trusted: the entry `k_<hash>.py` is rewritten unless it holds
     exactly `source`, and the module runs `source` itself, so no bytes planted in the cache run.
@@ -141,8 +141,7 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, 
     if not _holds(path, expected):
         _write_entry(path, expected, root)
     if name in sys.modules:  # built from this same source earlier in this process
-        return sys.modules[name], path, 0.0
-    t0 = time.thread_time()  # CPU time: a compile worker paused for a timing, or a busy machine, is not compile cost
+        return sys.modules[name], path
     try:
         try:
             mod = _execute(name, source, path)
@@ -157,7 +156,7 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path, 
     except Exception as e:  # numba typing/lowering errors arrive here
         raise CompileError(f"Numba could not compile the kernel in {path}: {type(e).__name__}: "
                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    return mod, path, time.thread_time() - t0
+    return mod, path
 
 
 @dataclass
@@ -302,10 +301,11 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     t0 = time.thread_time()
     nest = lower(sched)
     source = generate_source(sched, nest, reassoc=reassoc)
-    mod, path, _ = load_module(source, cache_dir)
+    mod, path = load_module(source, cache_dir)
     threads = threads if threads is not None else settings().threads
     if threads > 1 and (nest.main.parallel_extent or 1) > 1:
         entry_for(mod.kernel)  # compiled here, so measuring does not pay for it
+    caller = tuple(map(tuple, views))
     own = tuple(t.shape for t in (*nest.inputs, nest.output))
     return Kernel(nest, source, path, mod.kernel, getattr(mod, "prologue", None), time.thread_time() - t0, threads,
-                  tuple(tuple(v) for v in views) if tuple(map(tuple, views)) != own else ())
+                  caller if caller != own else ())
