@@ -304,14 +304,7 @@ def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> Codeg
     s.compute_at("Yf", "Y", at)
     if par != "none":
         s.parallel("Y", at)
-    s.split("Yf", "k", kb, "ko", "ki")
-    s.split("Yf", "p", pb, "po", "pi")
-    outer_red, red = reduction_loops(s, "Yf", cfg, cb, C)
-    blocks = ["po", "ko"] if cfg["outer"] == "oh_k" else ["ko", "po"]
-    s.reorder("Yf", "n", blocks[0], *outer_red, blocks[1], *red, "ki", "pi")
-    s.cache_write("Yf", blocks[1])
-    s.unroll("Yf", "ki")
-    s.vectorize("Yf", "pi")
+    pixel_tiles(s, "Yf", cfg, kb, pb, cb, C, "k", "p", ["n"])
     where = cfg["pad_at"].removeprefix("blocked_")
     if where == "inline":
         s.compute_inline("Xf")
@@ -320,6 +313,22 @@ def schedule_flat(s: Schedule, cfg: Config, shape: Shape, threads: int) -> Codeg
     if where != "inline":
         s.split("Xf", "q", Wp, "qh", "qw")     # rows of the padded image: q // Wp and q % Wp simplify
     return CodegenOptions()
+
+
+def pixel_tiles(s: Schedule, stage: str, cfg: Config, kb: int, pb: int, cb: int, C: int,
+                k_axis: str, p_axis: str, outer: list[str]) -> None:
+    """The register tiling of the flattened-image stages (define_flat's Yf, define_pointwise's Y):
+    kb channels ("ki", unrolled) x pb consecutive pixels ("pi", vectorized) accumulated on the
+    stack over the reduction (channel blocks of cb outside the tile, [red_order] inside), the
+    pixel and channel block loops in [outer] order inside `outer`."""
+    s.split(stage, k_axis, kb, "ko", "ki")
+    s.split(stage, p_axis, pb, "po", "pi")
+    outer_red, red = reduction_loops(s, stage, cfg, cb, C)
+    blocks = ["po", "ko"] if cfg["outer"] == "oh_k" else ["ko", "po"]
+    s.reorder(stage, *outer, blocks[0], *outer_red, blocks[1], *red, "ki", "pi")
+    s.cache_write(stage, blocks[1])
+    s.unroll(stage, "ki")
+    s.vectorize(stage, "pi")
 
 
 def schedule_pointwise(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
@@ -340,14 +349,7 @@ def schedule_pointwise(s: Schedule, cfg: Config, shape: Shape, threads: int) -> 
     elif par == "k":
         s.split("Y", "k", -(-K // (kb * threads)) * kb, "kt", "km")
         k_axis, outer = "km", ["kt", "n"]
-    s.split("Y", k_axis, kb, "ko", "ki")
-    s.split("Y", p_axis, pb, "po", "pi")
-    outer_red, red = reduction_loops(s, "Y", cfg, cb, C)
-    blocks = ["po", "ko"] if cfg["outer"] == "oh_k" else ["ko", "po"]
-    s.reorder("Y", *outer, blocks[0], *outer_red, blocks[1], *red, "ki", "pi")
-    s.cache_write("Y", blocks[1])
-    s.unroll("Y", "ki")
-    s.vectorize("Y", "pi")
+    pixel_tiles(s, "Y", cfg, kb, pb, cb, C, k_axis, p_axis, outer)
     if par != "none":
         s.parallel("Y", outer[0])
     return CodegenOptions()

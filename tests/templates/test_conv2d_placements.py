@@ -53,13 +53,19 @@ def test_flattened_width_tiles_match_reference(shape, threads):
     sp = task.space()
     inputs = task.inputs(seed=2)
     want = task.reference(inputs)
-    flat = [t for t in sp.by_name["tile"].values() if t.startswith("w")]
-    assert flat
-    knobs = {k: sp.by_name[k].values() for k in ("cb", "red_order", "outer", "pad_at", "parallel")}
-    for i, tile in enumerate(flat):
-        cfg = {"tile": tile, **{k: v[(i + j) % len(v)] for j, (k, v) in enumerate(knobs.items())}}
+    for cfg in flat_tile_configs(sp, ("cb", "red_order", "outer", "pad_at", "parallel")):
         got = task.build(cfg)(*inputs)
         assert_close(got, want, "float32", 9 * task.shape_dict["C"]), cfg
+
+
+def flat_tile_configs(sp, knobs, **fixed):  # type: ignore[no-untyped-def]
+    """One config per flattened-width ("w") tile of the space, the other knobs' values taken in
+    turn (each knob offset by its position, so their combinations vary), `fixed` ones as given."""
+    flat = [t for t in sp.by_name["tile"].values() if t.startswith("w")]
+    assert flat
+    values = {k: sp.by_name[k].values() for k in knobs}
+    return [{"tile": tile, **fixed, **{k: v[(i + j) % len(v)] for j, (k, v) in enumerate(values.items())}}
+            for i, tile in enumerate(flat)]
 
 
 def test_flattened_width_needs_stride_1():
@@ -96,11 +102,7 @@ def test_pointwise_tiles_run_on_flat_views(shape, threads):
     sp = task.space()
     inputs = task.inputs(seed=3)
     want = task.reference(inputs)
-    flat = [t for t in sp.by_name["tile"].values() if t.startswith("w")]
-    assert flat
-    knobs = {k: sp.by_name[k].values() for k in ("cb", "red_order", "outer", "parallel")}
-    for i, tile in enumerate(flat):
-        cfg = {"tile": tile, "pad_at": "none", **{k: v[(i + j) % len(v)] for j, (k, v) in enumerate(knobs.items())}}
+    for cfg in flat_tile_configs(sp, ("cb", "red_order", "outer", "parallel"), pad_at="none"):
         k = task.build(cfg)
         assert "reshape" not in k.source and "Xf" not in k.source  # no copy of the image: a view
         assert k.input_shapes == [(inputs[0].shape, "float32"), (inputs[1].shape, "float32")]
