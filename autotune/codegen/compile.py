@@ -46,7 +46,7 @@ import numba  # noqa: E402  (after configure_numba on purpose)
 from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
-from autotune.codegen.source import generate_source, scratch, source_hash  # noqa: E402
+from autotune.codegen.source import generate_modules, generate_source, scratch, source_hash  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
@@ -301,11 +301,13 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     t0 = time.thread_time()
     nest = lower(sched)
     source = generate_source(sched, nest, reassoc=reassoc)
-    mod, path = load_module(source, cache_dir)
+    loaded = {name: load_module(text, cache_dir) for name, text in generate_modules(sched, nest, reassoc=reassoc).items()}
+    mod, path = loaded["kernel"]
+    prologue = loaded["prologue"][0].prologue if "prologue" in loaded else None
     threads = threads if threads is not None else settings().threads
     if threads > 1 and (nest.main.parallel_extent or 1) > 1:
         entry_for(mod.kernel)  # compiled here, so measuring does not pay for it
     caller = tuple(map(tuple, views))
     own = tuple(t.shape for t in (*nest.inputs, nest.output))
-    return Kernel(nest, source, path, mod.kernel, getattr(mod, "prologue", None), time.thread_time() - t0, threads,
+    return Kernel(nest, source, path, mod.kernel, prologue, time.thread_time() - t0, threads,
                   caller if caller != own else ())

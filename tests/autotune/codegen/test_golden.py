@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from autotune.codegen import build, generate_source
+from autotune.codegen.source import generate_modules
 from autotune.ir import te
 from autotune.schedule import Schedule
 from tests.helpers import assert_close, blis_like
@@ -200,8 +201,30 @@ def test_golden_kernel_runs(name):
     rng = np.random.default_rng(5)
     arrays = [rng.uniform(-1, 1, shape).astype(dtype) for shape, dtype in k.input_shapes]
     assert_close(k(*arrays), reference(name, arrays), "float32", 32)
-    # the source is readable: the file Numba compiled is the source we generated
-    assert k.path.read_text() == k.source == generate_source(s)
+    # the source is readable: the file Numba compiled is the kernel function as generated, under
+    # the header of just what it uses; the prologue, if any, is a module of its own
+    modules = generate_modules(s)
+    assert k.path.read_text() == modules["kernel"] and k.source == generate_source(s)
+    assert (k.prologue is not None) == ("prologue" in modules)
+    for text in modules.values():
+        body = text[text.index("\n\n\n@numba.njit") + 3:]
+        assert body in k.source
+
+
+def test_a_prologue_shared_by_two_kernels_is_compiled_once(tmp_path):
+    """Two register tiles of one convolution pack the weights alike: the second build loads the
+    first's prologue module instead of compiling it again."""
+    from templates import conv2d
+    shape = {"N": 1, "C": 8, "H": 9, "W": 9, "K": 8, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+    kernels = []
+    for tile in ("w4x8", "w4x16"):
+        cfg = {"tile": tile, "cb": 8, "red_order": "crs", "outer": "oh_k", "pad_at": "root", "parallel": "oh"}
+        sched = Schedule(conv2d.define_for(shape, "float32", cfg))
+        conv2d.schedule(sched, cfg, shape, 2)
+        kernels.append((generate_modules(sched), build(sched, threads=2, cache_dir=tmp_path)))
+    (first, a), (second, b) = kernels
+    assert first["prologue"] == second["prologue"] and first["kernel"] != second["kernel"]
+    assert a.prologue is b.prologue and a.main is not b.main
 
 
 # ---------------------------------------------------------------------------------------------
