@@ -623,8 +623,12 @@ class AutoScheduler:
     def default_config(self) -> dict[str, Any]:
         """A sensible schedule: for GEMM the largest register tile, k blocks of 256, row blocks of
         16 panels, column panels outer, A packed, parallel; row programs in blocks of 8 rows;
-        otherwise tiles of 8 x 16 x ..., cache, vectorize, producers inlined."""
+        otherwise tiles of 8 x 16, 8 x 4 and 8 x 1 (the last axis, the one before it, the others:
+        an unrolled body of at most 4 vector loops; 32 with inlined padding took LLVM 90 s),
+        cache, vectorize, producers inlined."""
         cfg: dict[str, Any] = {}
+        names = [a for a, _ in self.spatial]
+        inner = dict(zip(reversed(names), (16, 4)))
         for k in self.space.knobs:
             vals = k.values()
             if self.sketch == "gemm" and k.name in ("kc", "mc_panels"):
@@ -633,8 +637,7 @@ class AutoScheduler:
             elif k.name == "rows":
                 cfg[k.name] = min(vals, key=lambda v: abs(v - 8))
             elif k.name.startswith("tile_"):
-                last = self.spatial and k.name == f"tile_{self.spatial[-1][0]}"
-                want = ((8, 16) if last else (8, 4)) if getattr(k, "levels", 1) == 2 else (64,)
+                want = (8, inner.get(k.name[5:], 1)) if getattr(k, "levels", 1) == 2 else (64,)
                 cfg[k.name] = min(vals, key=lambda v: sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(v, want)))
             elif k.name.startswith("inline_"):
                 cfg[k.name] = True
