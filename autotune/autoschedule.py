@@ -19,6 +19,8 @@ contiguous, who consumes what) and pick one of four sketches, like Ansor's sketc
   inlined into that pack: one pass) or, at unit stride with fewer output channels than a vector,
   the pixels (each weight broadcast, the input read in contiguous runs). The blocked or padded input is made once or per thread; one of
   the batch, channel-block or pixel-row loops runs over the threads (rows in one chunk each).
+  An elementwise epilogue (conv + bias + relu) is fused as in gemm's "tile": the output is
+  blocked into those register tiles and the convolution computed at each (the input made once).
 - **rows**: programs whose reductions run along the contiguous axis (row sum, softmax, layernorm).
   The output's rows are split into blocks ([rows], the block loop over threads); every producer
   with one consumer is computed at a loop of it ([attach]: per block or per row), and so is one
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
@@ -60,6 +62,7 @@ from templates.base import CodegenOptions
 from templates.gemm import fit
 
 MAX_INNER = 64
+M = TypeVar("M")
 
 
 def vector_target() -> tuple[int, int]:
@@ -272,8 +275,10 @@ class AutoScheduler:
         self.spatial = [(a.name, a.extent) for a in output.axes]
         self.reduce = [(a.name, a.extent) for a in output.reduce_axes]
         self.dtype = output.dtype
-        self.gemm, self.epilogue = self._gemm_sketch()
-        self.window = match_window(output) if self.gemm is None else None
+        self.gemm, self.epilogue = self._with_epilogue(match_gemm)
+        self.window: Window | None = None
+        if self.gemm is None:
+            self.window, self.epilogue = self._with_epilogue(match_window)
         if self.gemm is not None:
             self.sketch = "gemm"
         elif self.window is not None:
@@ -286,20 +291,21 @@ class AutoScheduler:
         self.space = ConfigSpace(self._knobs(), prune=self._window_prune if self.sketch == "window" else None)
 
     # -- sketch rules
-    def _gemm_sketch(self) -> tuple[Gemm | None, bool]:
-        """The GEMM stage, and whether the output is an elementwise epilogue of it."""
+    def _with_epilogue(self, match: Callable[[Tensor], M | None]) -> tuple[M | None, bool]:
+        """The stage `match` recognises (a GEMM, a convolution), and whether the output is an
+        elementwise epilogue of it: the output itself, or the one such stage, read only by the
+        output and at the output's own indices, when every other stage is elementwise over inputs."""
         out = self.output
-        g = match_gemm(out)
-        if g is not None:
-            return g, False
+        m = match(out)
+        if m is not None:
+            return m, False
         if out.reduce_axes or out.body is None:
             return None, False
         computes = [t for t in self.tensors.values() if not t.is_placeholder and t is not out]
-        gemms = [(t, match_gemm(t)) for t in computes]
-        gemms = [(t, m) for t, m in gemms if m is not None]
-        if len(gemms) != 1:
+        found = [(t, r) for t, r in ((t, match(t)) for t in computes) if r is not None]
+        if len(found) != 1:
             return None, False
-        t, m = gemms[0]
+        t, m = found[0]
         others = [c for c in computes if c is not t]
         if (self.readers[t.name] != [out.name] or not is_identity_read(out, t)
                 or any(c.reduce_axes or any(not ld.tensor.is_placeholder for ld in te.loads(c.body))  # type: ignore[arg-type]
@@ -428,7 +434,26 @@ class AutoScheduler:
 
     # -- the direct-convolution sketch
     def _extent(self, axis: str) -> int:
-        return dict(self.spatial + self.reduce)[axis]
+        """The extent of an axis of the convolution stage."""
+        assert self.window is not None
+        t = self.tensors.get(self.window.stage, self.output)
+        return {a.name: a.extent for a in list(t.axes) + list(t.reduce_axes)}[axis]
+
+    def _out_axes(self) -> dict[str, str]:
+        """The convolution stage's spatial axis names -> the output's (the same, without an epilogue)."""
+        assert self.window is not None
+        t = self.tensors.get(self.window.stage, self.output)
+        return {a.name: b.name for a, b in zip(t.axes, self.output.axes)}
+
+    def window_layouts(self) -> list[str]:
+        """Where the input of a direct convolution is made: blocked by channels or plain, once
+        ("root") or per thread (at the output's loop over threads). A fused epilogue computes the
+        convolution inside the output's register tile, out of reach of that loop: root only."""
+        w = self.window
+        assert w is not None
+        if self.epilogue:
+            return ["blocked_root", "plain"]
+        return ["blocked_root", "blocked_thread", "plain"] + (["plain_thread"] if w.input in self.stages else [])
 
     def window_tiles(self) -> list[str]:
         """Register tiles "KBxPHxPW" of a direct convolution: KB output channels (whole vectors,
@@ -503,7 +528,7 @@ class AutoScheduler:
         w = self.window
         assert w is not None
         C = self._extent(w.c)
-        layouts = ["blocked_root", "blocked_thread", "plain"] + (["plain_thread"] if w.input in self.stages else [])
+        layouts = self.window_layouts()
         return [
             ChoiceKnob("tile", self.window_tiles()),
             ChoiceKnob("cb", fit([16, 32, 64, 128, 256], C)),
@@ -530,6 +555,8 @@ class AutoScheduler:
         for tile in list(direct.values())[:3] + [t for t in tiles if t.startswith("p")][:2]:
             pixel = tile.startswith("p")
             for layout in ((plain, "plain") if pixel else ("blocked_thread", "blocked_root")):
+                if layout not in sp["input"].values():
+                    continue
                 cfg = {"tile": tile, "cb": max(sp["cb"].values()), "red_order": "c_window" if pixel else "window_c",
                        "outer": "channels", "input": layout, "parallel": par[-1]}
                 if cfg not in out:
@@ -596,8 +623,12 @@ class AutoScheduler:
     def default_config(self) -> dict[str, Any]:
         """A sensible schedule: for GEMM the largest register tile, k blocks of 256, row blocks of
         16 panels, column panels outer, A packed, parallel; row programs in blocks of 8 rows;
-        otherwise tiles of 8 x 16 x ..., cache, vectorize, producers inlined."""
+        otherwise tiles of 8 x 16, 8 x 4 and 8 x 1 (the last axis, the one before it, the others:
+        an unrolled body of at most 4 vector loops; 32 with inlined padding took LLVM 90 s),
+        cache, vectorize, producers inlined."""
         cfg: dict[str, Any] = {}
+        names = [a for a, _ in self.spatial]
+        inner = dict(zip(reversed(names), (16, 4)))
         for k in self.space.knobs:
             vals = k.values()
             if self.sketch == "gemm" and k.name in ("kc", "mc_panels"):
@@ -606,8 +637,7 @@ class AutoScheduler:
             elif k.name == "rows":
                 cfg[k.name] = min(vals, key=lambda v: abs(v - 8))
             elif k.name.startswith("tile_"):
-                last = self.spatial and k.name == f"tile_{self.spatial[-1][0]}"
-                want = ((8, 16) if last else (8, 4)) if getattr(k, "levels", 1) == 2 else (64,)
+                want = (8, inner.get(k.name[5:], 1)) if getattr(k, "levels", 1) == 2 else (64,)
                 cfg[k.name] = min(vals, key=lambda v: sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(v, want)))
             elif k.name.startswith("inline_"):
                 cfg[k.name] = True
@@ -863,14 +893,15 @@ class AutoScheduler:
         stage computed per thread covers just its rows."""
         w = self.window
         assert w is not None
-        out, pix = w.stage, list(w.pixels)
-        ko = f"{w.k}_o"
+        ax = self._out_axes()
+        out, pix, k, par = self.output.name, [ax[p] for p in w.pixels], ax[w.k], ax.get(par, par)
+        ko = f"{k}_o"
         rows = f"{pix[-2]}_o" if len(pix) > 1 else None
         blocks = [ko, rows] if cfg["outer"] == "channels" else [rows, ko]
-        loops = list(w.batch) + pix[:-2] + [b for b in blocks if b] + [f"{pix[-1]}_o"]
+        loops = [ax[b] for b in w.batch] + pix[:-2] + [b for b in blocks if b] + [f"{pix[-1]}_o"]
         if par == "none":
             return loops, loops[-1]
-        lead = f"{par}_o" if par in (w.k, pix[-2] if len(pix) > 1 else pix[-1]) else par
+        lead = f"{par}_o" if par in (k, pix[-2] if len(pix) > 1 else pix[-1]) else par
         if lead != ko and lead != par:  # a pixel block loop: one contiguous chunk per thread
             n = s.stages[out].extents()[lead]
             t, m = s.split(out, lead, -(-n // self.threads), f"{par}_t", f"{par}_m")
@@ -889,39 +920,73 @@ class AutoScheduler:
         kb, ph, pw = (int(x) for x in tile.split("x"))
         return kb, ph, pw
 
+    def _window_tile_loops(self, s: Schedule, stage: str, cfg: Config, ax: Mapping[str, str]) -> list[str]:
+        """Split a stage of the convolution's shape (axis names `ax` of the convolution's) into the
+        register tile of [tile]: the output channels by KB, the last two pixel axes by PH and PW
+        (outer loops "<axis>_o"). Returns the tile's loops, the vectorised one last."""
+        w = self.window
+        assert w is not None
+        kb, ph, pw = self._window_tile(cfg["tile"])
+        pix = list(w.pixels)
+        k = ax[w.k]
+        s.split(stage, k, min(kb, self._extent(w.k)), f"{k}_o", f"{k}_i")
+        inner = []
+        for axis, f in ((pix[-2], ph), (pix[-1], pw)) if len(pix) > 1 else ((pix[-1], pw),):
+            inner.append(s.split(stage, ax[axis], min(f, self._extent(axis)), f"{ax[axis]}_o", f"{ax[axis]}_i")[1])
+        return [*inner[:-1], f"{k}_i", inner[-1]] if cfg["tile"].startswith("p") else [*inner, f"{k}_i"]
+
+    def _window_reduction(self, s: Schedule, cfg: Config) -> tuple[list[str], list[str]]:
+        """The convolution stage's reduction loops: (channel blocks of [cb], if any; the window and
+        the channels inside them in [red_order])."""
+        w = self.window
+        assert w is not None
+        red_out, c_in = ([], w.c)
+        if min(cfg["cb"], self._extent(w.c)) < self._extent(w.c):
+            co, c_in = s.split(w.stage, w.c, cfg["cb"], f"{w.c}_o", f"{w.c}_i")
+            red_out = [co]
+        return red_out, [*w.window, c_in] if cfg["red_order"] == "window_c" else [c_in, *w.window]
+
+    @staticmethod
+    def _unroll_vectorize(s: Schedule, stage: str, tile: list[str]) -> None:
+        for x in tile[:-1]:
+            s.unroll(stage, x)
+        s.vectorize(stage, tile[-1])
+
     def _apply_window(self, s: Schedule, cfg: Config) -> CodegenOptions:
         """A direct convolution: weights packed along the output channels, an accumulator tile of
         KB channels x PH x PW pixels, the channels vectorised and the pixels unrolled (or, for "p"
         tiles, the pixels vectorised and the channels unrolled), the reduction over the window and
         the channels (in [red_order]; channel blocks of [cb] outside the tile), the input blocked
-        or not, made once or per thread ([input]), one loop over threads ([parallel])."""
+        or not, made once or per thread ([input]), one loop over threads ([parallel]). An
+        elementwise epilogue is the output split into those tiles, with the convolution computed
+        at each over the whole reduction (its own accumulator tile): the output written once."""
         w = self.window
         assert w is not None
-        out, pix = w.stage, list(w.pixels)
-        pixel = cfg["tile"].startswith("p")
-        kb, ph, pw = self._window_tile(cfg["tile"])
-        kb, cb = min(kb, self._extent(w.k)), min(cfg["cb"], self._extent(w.c))
-        xb = self._window_layouts(s, cfg, kb, cb)
-        s.split(out, w.k, kb, f"{w.k}_o", f"{w.k}_i")
-        inner = []
-        for axis, f in ((pix[-2], ph), (pix[-1], pw)) if len(pix) > 1 else ((pix[-1], pw),):
-            inner.append(s.split(out, axis, min(f, self._extent(axis)), f"{axis}_o", f"{axis}_i")[1])
-        red_out, c_in = ([], w.c)
-        if cb < self._extent(w.c):
-            co, c_in = s.split(out, w.c, cb, f"{w.c}_o", f"{w.c}_i")
-            red_out = [co]
-        red = [*w.window, c_in] if cfg["red_order"] == "window_c" else [c_in, *w.window]
+        out = self.output.name
+        kb = min(self._window_tile(cfg["tile"])[0], self._extent(w.k))
+        xb = self._window_layouts(s, cfg, kb, min(cfg["cb"], self._extent(w.c)))
+        tile = self._window_tile_loops(s, out, cfg, self._out_axes())
         par = cfg["parallel"] if self.threads > 1 else "none"
-        loops, at = self._window_blocks(s, cfg, par)
-        tile = [*inner[:-1], f"{w.k}_i", inner[-1]] if pixel else [*inner, f"{w.k}_i"]
-        s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *tile)
-        s.cache_write(out, at)
-        for x in tile[:-1]:
-            s.unroll(out, x)
-        s.vectorize(out, tile[-1])
-        per_thread = {"blocked_thread": xb, "plain_thread": w.input}.get(cfg["input"])
-        if per_thread is not None and par not in ("none", w.k):
-            s.compute_at(per_thread, out, loops[0])
+        if self.epilogue:
+            loops, at = self._window_blocks(s, cfg, par)
+            s.reorder(out, *loops, *tile)
+            self._unroll_vectorize(s, out, tile)
+            s.compute_at(w.stage, out, at)
+            conv_tile = self._window_tile_loops(s, w.stage, cfg, {a: a for a in self._out_axes()})
+            red_out, red = self._window_reduction(s, cfg)
+            tiles = [*w.batch, *w.pixels[:-2], f"{w.k}_o", *(f"{p}_o" for p in w.pixels[-2:])]
+            s.reorder(w.stage, *tiles, *red_out, *red, *conv_tile)
+            s.cache_write(w.stage, tiles[-1])
+            self._unroll_vectorize(s, w.stage, conv_tile)
+        else:
+            red_out, red = self._window_reduction(s, cfg)
+            loops, at = self._window_blocks(s, cfg, par)
+            s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *tile)
+            s.cache_write(out, at)
+            self._unroll_vectorize(s, out, tile)
+            per_thread = {"blocked_thread": xb, "plain_thread": w.input}.get(cfg["input"])
+            if per_thread is not None and par not in ("none", w.k):
+                s.compute_at(per_thread, out, loops[0])
         if par != "none":
             s.parallel(out, loops[0])
         return CodegenOptions()

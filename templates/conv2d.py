@@ -94,6 +94,14 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
         name="Y")
 
 
+def define_bias_relu(shape: Shape, dtype: str) -> te.Tensor:
+    """relu(conv2d(X, W) + b[k]) as one definition: a layer with its per-channel bias and relu
+    (the template itself tunes the convolution alone; this is for tuning from a definition)."""
+    Y = define(shape, dtype)
+    b = te.placeholder((shape["K"],), dtype, name="b")
+    return te.compute(Y.shape, lambda n, k, oh, ow: te.max(Y[n, k, oh, ow] + b[k], te.const(0, dtype)), name="out")
+
+
 def define_flat(shape: Shape, dtype: str) -> te.Tensor:
     """The same convolution over the padded image flattened row by row (stride 1 only).
 
@@ -428,6 +436,12 @@ def reference(X: np.ndarray, W: np.ndarray, stride: int = 1, pad: int = 0, dilat
             win = Xp[:, :, h0:h0 + (OH - 1) * stride + 1:stride, w0:w0 + (OW - 1) * stride + 1:stride]
             out += np.tensordot(win, W[:, :, r, q], axes=([1], [1]))  # (N, OH, OW, K)
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def reference_bias_relu(X: np.ndarray, W: np.ndarray, b: np.ndarray, stride: int = 1, pad: int = 0,
+                        dilation: int = 1) -> np.ndarray:
+    """relu(conv2d(X, W) + b[k]) (define_bias_relu's), NCHW."""
+    return np.maximum(reference(X, W, stride, pad, dilation) + b[:, None, None], 0)
 
 
 def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:

@@ -28,11 +28,13 @@ class Row:
     shape: str
     target: float      # the ratio the issue asks for
     numpy: str = ""    # the NumPy baseline's name, when the baseline is not the template
+    epilogue: str = ""  # bias + relu after the op, in the definition; the baseline runs it in NumPy after the template
 
 
 ROWS = (
     Row("matmul", "matmul", "1024x1024x1024", 0.8),
     Row("conv2d", "conv2d", "1x64x56x56x64x3x3x1x1", 0.8),
+    Row("conv2d_bias_relu", "conv2d", "1x64x56x56x64x3x3x1x1", 1.0, epilogue="np.maximum(y + b[:, None, None], 0)"),
     Row("dense_bias_relu", "dense_bias_relu", "512x512x512", 1.0, numpy="np.maximum(x @ w + b, 0)"),
     Row("rowsum", "", "4096x4096", 1.0, numpy="x.sum(axis=1)"),
     Row("softmax", "softmax", "4096x1024", 0.8),
@@ -57,8 +59,10 @@ def _definition(row: Row, threads: int) -> Any:
     from autotune.task import Task
     from templates import get_template
     if row.op:
+        from templates.conv2d import define_bias_relu
         t = get_template(row.op)
-        out = t.define(t.parse_shape(row.shape), "float32")
+        define = define_bias_relu if row.epilogue else t.define
+        out = define(t.parse_shape(row.shape), "float32")
     else:
         M, N = (int(x) for x in row.shape.split("x"))
         x = te.placeholder((M, N), "float32", name="x")
@@ -76,6 +80,11 @@ def _numpy(row: Row, inputs: list[np.ndarray]) -> Callable[[], Any]:
         return lambda: x.sum(axis=1)
     x, w, b = inputs
     return lambda: np.maximum(x @ w + b, 0)
+
+
+def _then_bias_relu(kernel: Callable[[], np.ndarray], b: np.ndarray) -> Callable[[], Any]:
+    """The template's bound kernel, then NumPy's bias + relu over its NCHW output."""
+    return lambda: np.maximum(kernel() + b[:, None, None], 0)
 
 
 def _best(task: Any, trials: int, log: Path) -> tuple[Any, float, int]:
@@ -125,6 +134,9 @@ def run_row(row: Row, args: argparse.Namespace, log_dir: Path) -> dict[str, Any]
         t = Task.create(row.op, row.shape, "float32", args.threads)
         tcfg, _, tn = _best(t, trials, log_dir / f"{row.name}_template.jsonl")
         base, res["baseline"] = t.build(tcfg).bind(*t.inputs(seed=1)), f"{row.op} template ({tn} trials)"
+        if row.epilogue:
+            base = _then_bias_relu(base, inputs[-1])
+            res["baseline"] += f", then NumPy {row.epilogue}"
         res["template_config"] = dict(tcfg)
     keep_freed_memory()
     runs = [_time_pair(mine, base, args.threads) for _ in range(args.runs)]

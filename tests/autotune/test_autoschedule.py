@@ -85,6 +85,18 @@ def conv_strided(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     return conv2d.define(shape, "float32"), lambda x, w: conv2d.reference(x, w, stride=2, pad=1, dilation=2)
 
 
+def conv_bias_relu(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    """relu(conv2d + b): the convolution reading a zero-padding stage, an elementwise epilogue."""
+    shape = {"N": 1, "C": 5, "H": 9, "W": 11, "K": 13, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+    return conv2d.define_bias_relu(shape, "float32"), lambda x, w, b: conv2d.reference_bias_relu(x, w, b, pad=1)
+
+
+def conv_bias_relu_strided(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
+    shape = {"N": 2, "C": 19, "H": 13, "W": 10, "K": 11, "R": 3, "S": 2, "stride": 2, "pad": 1, "dilation": 1}
+    return (conv2d.define_bias_relu(shape, "float32"),
+            lambda x, w, b: conv2d.reference_bias_relu(x, w, b, stride=2, pad=1))
+
+
 def conv1d(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     """A 1-d convolution without padding, the weight stored channels-last: W[c, s, k]."""
     x = te.placeholder((3, 23), name="x")
@@ -100,7 +112,7 @@ def conv1d(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
 
 SKETCH = {matmul: "gemm", matmul_tt: "gemm", batched: "gemm", dense: "gemm", bias_relu: "tiled",
           row_sum: "rows", col_sum: "tiled", softmax_def: "rows", layernorm_def: "rows", conv_def: "window",
-          conv_strided: "window", conv1d: "window"}
+          conv_strided: "window", conv1d: "window", conv_bias_relu: "window", conv_bias_relu_strided: "window"}
 
 
 @pytest.mark.parametrize("make", list(SKETCH), ids=lambda f: f.__name__)
@@ -137,6 +149,25 @@ def test_a_direct_convolution_is_recognised_and_nothing_else_is() -> None:
     assert w1 is not None and (w1.k, w1.c, w1.pixels, w1.weight_k_dim) == ("k", "c", ("p",), 2)
     for make in (matmul, matmul_tt, batched, dense, row_sum, col_sum, softmax_def, layernorm_def):
         assert match_window(make(8, 16, 4)[0]) is None
+    auto = AutoScheduler(conv_bias_relu(0, 0, 0)[0], threads=2)  # the convolution under an epilogue
+    assert auto.window is not None and auto.window.stage == "Y" and auto.epilogue
+
+
+def test_a_convolution_epilogue_is_fused_at_the_register_tile() -> None:
+    """relu(conv + b): the output split into the window sketch's tiles (pixels unrolled, channels
+    vectorised, rows over threads), the convolution computed at each tile over the whole reduction
+    in its own accumulator tile, the input made once (no loop over threads reaches inside a tile)."""
+    out, _ = conv_bias_relu(0, 0, 0)
+    auto = AutoScheduler(out, threads=2)
+    assert auto.space.by_name["input"].values() == ["blocked_root", "plain"]
+    cfg = {"tile": "16x1x4", "cb": 16, "red_order": "window_c", "outer": "channels", "input": "blocked_root",
+           "parallel": "oh"}
+    s = auto_schedule(out, cfg, threads=2)
+    assert s.stages["out"].order == ["oh_t", "n", "k_o", "oh_m", "ow_o", "oh_i", "ow_i", "k_i"]
+    assert s.stages["out"].loop_kind == {"oh_i": "unroll", "ow_i": "unroll", "k_i": "vectorize", "oh_t": "parallel"}
+    assert s.stages["Y"].attach == ("at", "out", "ow_o") and s.stages["Y"].cache_at == "ow_o"
+    assert s.stages["Y"].order == ["n", "k_o", "oh_o", "ow_o", "rr", "rs", "rc", "oh_i", "ow_i", "k_i"]
+    assert s.stages["Xp"].attach == ("inline",) and s.stages["Xp_b"].attach[0] == "root"
 
 
 def test_the_gemm_sketch_is_the_templates_blocking() -> None:

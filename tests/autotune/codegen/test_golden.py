@@ -125,10 +125,12 @@ def g_auto_row_sum():
     return _auto(te.compute((37,), lambda i: te.sum(x[i, j], axis=j), name="out"), {"rows": 4, "parallel": True})
 
 
+CONV = {"N": 1, "C": 3, "H": 7, "W": 9, "K": 5, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
+
+
 def _conv_definition():  # type: ignore[no-untyped-def]
     from templates.conv2d import define
-    return define({"N": 1, "C": 3, "H": 7, "W": 9, "K": 5, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1},
-                  "float32")
+    return define(CONV, "float32")
 
 
 def g_auto_conv2d_window():
@@ -146,7 +148,18 @@ def g_auto_conv2d_pixels():
                                       "input": "plain", "parallel": "oh"})
 
 
+def g_auto_conv2d_bias_relu():
+    """relu(conv2d + b) from its definition: the output in the window sketch's tiles of 8 channels
+    (vectorised) x 1 x 4 pixels (unrolled), rows over the threads; the convolution computed at each
+    tile into its own accumulator over the window and the channels (the padded input blocked once,
+    before the threads start); bias and relu applied to that tile as the output is written, once."""
+    from templates.conv2d import define_bias_relu
+    return _auto(define_bias_relu(CONV, "float32"), {"tile": "8x1x4", "cb": 16, "red_order": "window_c",
+                                                     "outer": "channels", "input": "blocked_root", "parallel": "oh"})
+
+
 CASES = {
+    "auto_conv2d_bias_relu": g_auto_conv2d_bias_relu,
     "auto_conv2d_window": g_auto_conv2d_window,
     "auto_conv2d_pixels": g_auto_conv2d_pixels,
     "auto_dense_bias_relu": g_auto_dense_bias_relu,
@@ -175,6 +188,9 @@ def reference(name, arrays):
     if name in ("conv2d_flat", "conv2d_flat_scratch", "auto_conv2d_window", "auto_conv2d_pixels"):
         from templates.conv2d import reference as conv2d
         return conv2d(arrays[0], arrays[1], pad=1)
+    if name == "auto_conv2d_bias_relu":
+        from templates.conv2d import reference_bias_relu
+        return reference_bias_relu(arrays[0], arrays[1], arrays[2], pad=1)
     raise KeyError(name)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 
 from autotune.autoschedule import AutoScheduler
-from measure.experiments.template_free import ROWS, _definition, run, table
+from measure.experiments.template_free import ROWS, _definition, _then_bias_relu, run, table
 
-SKETCH = {"matmul": "gemm", "conv2d": "window", "dense_bias_relu": "gemm", "rowsum": "rows", "softmax": "rows",
+SKETCH = {"matmul": "gemm", "conv2d": "window", "conv2d_bias_relu": "window", "dense_bias_relu": "gemm", "rowsum": "rows", "softmax": "rows",
           "layernorm": "rows"}
 
 
@@ -30,3 +31,9 @@ def test_the_table_marks_rows_below_their_target() -> None:
     rows = [{"row": "matmul", "shape": "8x8x8", "baseline": "matmul template", "definition_ms": 2.0,
              "baseline_ms": 1.0, "ratio": 0.5, "target": 0.8}]
     assert "**0.50x** | >= 0.8x (below)" in table(rows)
+
+
+def test_the_epilogue_baseline_is_the_template_then_numpys_bias_relu() -> None:
+    y = np.arange(-6.0, 6.0, dtype=np.float32).reshape(1, 3, 2, 2)
+    b = np.array([1.0, -2.0, 0.5], np.float32)
+    np.testing.assert_array_equal(_then_bias_relu(lambda: y, b)(), np.maximum(y + b[:, None, None], 0))
