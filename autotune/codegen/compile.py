@@ -47,6 +47,7 @@ from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
 from autotune.codegen.source import generate_modules, generate_source, scratch, source_hash  # noqa: E402
+from autotune.codegen.invoke import invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
@@ -167,13 +168,14 @@ class Kernel:
     buffers (what the timer measures). compile_seconds: CPU seconds `build` spent (see there).
     views: the caller's shapes of the inputs and the output (in that order) when the definition
     computes on other shapes of the same C-ordered elements (a flat view of an image); () when
-    they are the definition's own.
+    they are the definition's own. main and prologue are the compiled Numba functions, which have
+    no Python wrappers: Python calls them through `autotune.codegen.invoke`.
     """
     nest: LoopNest
     source: str
     path: Path
-    main: Callable[..., None]
-    prologue: Callable[..., None] | None
+    main: Any
+    prologue: Any | None
     compile_seconds: float
     threads: int = 1
     views: tuple[tuple[int, ...], ...] = ()
@@ -209,6 +211,10 @@ class Kernel:
             out.append(np.ascontiguousarray(a).reshape(t.shape))
         return out
 
+    def _python_calls(self) -> tuple[Callable[..., None], Callable[..., None] | None]:
+        """The kernel and the prologue as Python callables (they have no Python wrappers)."""
+        return invoker_for(self.main), invoker_for(self.prologue) if self.prologue is not None else None
+
     def bind(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> Callable[[], np.ndarray]:
         ins = self._check(arrays)
         o, oshape = self.nest.output, self.output_shape
@@ -221,7 +227,7 @@ class Kernel:
             result = out
         inter = [aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates]
         args = tuple(ins) + (result.reshape(o.shape),) + tuple(inter)
-        main, prologue = self.main, self.prologue
+        main, prologue = self._python_calls()
 
         def with_scratch(fn: Function) -> tuple[np.ndarray, ...]:
             return args + tuple(aligned_empty(t.shape, t.dtype) for t in scratch(fn))
@@ -244,7 +250,7 @@ class Kernel:
             if nthreads == 1:
                 main(*per_thread[0], 0, ext)
             else:
-                team_for(nthreads).run(main, per_thread, ext, grain)  # looked up per call: a forked child gets its own
+                team_for(nthreads).run(self.main, per_thread, ext, grain)  # looked up per call: a forked child gets its own
             return result
         return run_parallel
 
@@ -253,7 +259,7 @@ class Kernel:
         fast path of a tuned op. Unchecked: inputs must be C-contiguous arrays of the declared
         shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch)."""
         inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
-        main, prologue = self.main, self.prologue
+        main, prologue = self._python_calls()
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
@@ -285,7 +291,7 @@ class Kernel:
             if nthreads == 1:
                 main(*head, *per_thread[0], 0, ext)
             else:
-                team_for(nthreads).run(main, [head + s for s in per_thread], ext, grain)
+                team_for(nthreads).run(self.main, [head + s for s in per_thread], ext, grain)
             return out
         return run_parallel
 
@@ -305,8 +311,11 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     mod, path = loaded["kernel"]
     prologue = loaded["prologue"][0].prologue if "prologue" in loaded else None
     threads = threads if threads is not None else settings().threads
+    for fn in (mod.kernel, prologue):  # compiled here (once per signature), so measuring does not pay for it
+        if fn is not None:
+            invoker_for(fn)
     if threads > 1 and (nest.main.parallel_extent or 1) > 1:
-        entry_for(mod.kernel)  # compiled here, so measuring does not pay for it
+        entry_for(mod.kernel)
     caller = tuple(map(tuple, views))
     own = tuple(t.shape for t in (*nest.inputs, nest.output))
     return Kernel(nest, source, path, mod.kernel, prologue, time.thread_time() - t0, threads,

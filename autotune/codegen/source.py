@@ -249,7 +249,8 @@ def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...]) -> list[
     body = unroll(fn.body)
     args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
     flags = "{" + ", ".join(repr(f) for f in sorted(fastmath)) + "}"
-    out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\")",
+    out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\", "
+           "no_cpython_wrapper=True)",
            f"def {fn.name}({', '.join(args)}):"]
     for lb in fn.locals:
         if lb.scope == "stack":

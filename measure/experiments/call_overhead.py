@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> dict:
     import autotune
     from autotune import te
     from autotune.environment import settings
-    from measure.worker import _timing_lock
+    from autotune.timing_lock import TimingLock, lock_path
 
     matmul = autotune.op("matmul", policy="default", threads=1)
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> dict:
         for name, op, ins, numpy_fn in cases:
             out = op(*ins)
             bare = op.kernel_for(*ins).bind(*ins)
-            with _timing_lock(str(settings().cache_dir / "timing.lock")):
+            with TimingLock(lock_path(settings().cache_dir)):
                 r = {"op": name, "bare_us": _median_us(bare, args.calls),
                      "op_us": _median_us(lambda: op(*ins), args.calls),
                      "op_out_us": _median_us(lambda: op(*ins, out=out), args.calls),
