@@ -8,7 +8,9 @@ inlined into that pack: one pass) or, at unit stride with fewer output channels 
 the pixels (each weight broadcast, the input read in contiguous runs). The blocked or padded input is made once or per thread; one of
 the batch, channel-block or pixel-row loops runs over the threads (rows in one chunk each).
 An elementwise epilogue (conv + bias + relu) is fused as in gemm's "tile": the output is
-blocked into those register tiles and the convolution computed at each (the input made once)."""
+blocked into those register tiles and the convolution computed at each; the input made per
+thread is then computed at the output's loop over threads, over what the convolution stages
+inside it read."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -52,12 +54,10 @@ class WindowSketch(Sketch):
 
     def window_layouts(self) -> list[str]:
         """Where the input of a direct convolution is made: blocked by channels or plain, once
-        ("root") or per thread (at the output's loop over threads). A fused epilogue computes the
-        convolution inside the output's register tile, out of reach of that loop: root only."""
+        ("root") or per thread (at the output's loop over threads; with a fused epilogue over what
+        the convolution, computed inside that loop, reads)."""
         w = self.window
         assert w is not None
-        if self.epilogue:
-            return ["blocked_root", "plain"]
         return ["blocked_root", "blocked_thread", "plain"] + (["plain_thread"] if w.input in self.p.stages else [])
 
     def window_tiles(self) -> list[str]:
@@ -256,6 +256,14 @@ class WindowSketch(Sketch):
             s.unroll(stage, x)
         s.vectorize(stage, tile[-1])
 
+    def _input_per_thread(self, s: Schedule, cfg: Config, xb: str | None, par: str, thread_loop: str) -> None:
+        """With [input] "..._thread", compute the blocked (or padded) input at the output's loop
+        over threads, unless the threads split the output channels (each would make all of it)."""
+        w = self.window
+        per_thread = {"blocked_thread": xb, "plain_thread": w.input}.get(cfg["input"])
+        if per_thread is not None and par not in ("none", w.k):
+            s.compute_at(per_thread, self.p.output.name, thread_loop)
+
     def apply(self, s: Schedule, cfg: Config) -> CodegenOptions:
         """A direct convolution: weights packed along the output channels, an accumulator tile of
         KB channels x PH x PW pixels, the channels vectorised and the pixels unrolled (or, for "p"
@@ -282,15 +290,14 @@ class WindowSketch(Sketch):
             s.reorder(w.stage, *tiles, *red_out, *red, *conv_tile)
             s.cache_write(w.stage, tiles[-1])
             self._unroll_vectorize(s, w.stage, conv_tile)
+            self._input_per_thread(s, cfg, xb, par, loops[0])
         else:
             red_out, red = self._window_reduction(s, cfg)
             loops, at = self._window_blocks(s, cfg, par)
             s.reorder(out, *loops[:-1], *red_out, loops[-1], *red, *tile)
             s.cache_write(out, at)
             self._unroll_vectorize(s, out, tile)
-            per_thread = {"blocked_thread": xb, "plain_thread": w.input}.get(cfg["input"])
-            if per_thread is not None and par not in ("none", w.k):
-                s.compute_at(per_thread, out, loops[0])
+            self._input_per_thread(s, cfg, xb, par, loops[0])
         if par != "none":
             s.parallel(out, loops[0])
         return CodegenOptions()
