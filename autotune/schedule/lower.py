@@ -489,7 +489,7 @@ class Lowerer:
         inner = {cons.var(x) for x in cons.order[cons.order.index(leaf) + 1:]}
         accesses = [ld for ld in te.loads(cons_value) if ld.tensor is p.tensor]
         if not accesses:
-            raise ScheduleError("compute_at", leaf, f"stage {cons.name!r} does not read {p.name!r} directly")
+            accesses = self.reads_inside(p, cons, leaf, cons_value, inner)
         nd = p.tensor.ndim
         outer_parts: list[Affine | None] = [None] * nd
         lo = [0] * nd
@@ -512,14 +512,43 @@ class Lowerer:
                     lo[d], hi[d] = min(lo[d], iv[0] + o.const), max(hi[d], iv[1] + o.const)
         return outer_parts, lo, hi  # type: ignore[return-value]
 
-    def lower_attached(self, p: Stage, cons: Stage, leaf: str, cons_value: Expr, cons_out: Tensor) -> Stmt:
-        """The nest computing the region of attached stage p that consumer `cons` reads inside `leaf`."""
+    def reads_inside(self, p: Stage, cons: Stage, leaf: str, cons_value: Expr, inner: set[Var]) -> list[Load]:
+        """The reads of p by the stages computed at cons's loops inside `leaf` (p computed at a loop
+        of its consumer's consumer), as expressions of cons's loops and theirs; adds their loops
+        to `inner`. Each such stage's region is the one `lower_attached` gives it."""
+        pos = cons.order.index(leaf)
+        readers = [q for q in self.attached_to(cons) if q is not p and q.attach[2] in cons.order[pos + 1:]
+                   and any(ld.tensor is p.tensor for ld in te.loads(self.expand(q, q.tensor.body)))]  # type: ignore[arg-type]
+        if not readers:
+            raise ScheduleError("compute_at", leaf, f"neither {cons.name!r} nor a stage computed inside its loop "
+                                                    f"{leaf!r} reads {p.name!r}")
+        out: list[Load] = []
+        for q in readers:
+            offset, extent, _ = self.region_of(q, cons, q.attach[2], cons_value)
+            root_ext = {n: e for n, e, _ in q.root}
+            root_ext.update(extent)
+            ext = q.extents(root_ext)
+            for x in q.order:
+                self.ranges[q.var(x)] = (0, ext[x] - 1)
+                inner.add(q.var(x))
+            axis_expr = q.axis_exprs(root_ext)
+            t = q.tensor
+            sub = {a.var: simplify(offset.get(a.name, Const(0)) + axis_expr[a.name], self.ranges)
+                   for a in list(t.axes) + list(t.reduce_axes)}
+            raw = t.body.body if isinstance(t.body, Reduce) else t.body
+            value = simplify(te.substitute(self.expand(q, raw), sub), self.ranges)  # type: ignore[arg-type]
+            out += [ld for ld in te.loads(value) if ld.tensor is p.tensor]
+        return out
+
+    def region_of(self, p: Stage, cons: Stage, leaf: str,
+                  cons_value: Expr) -> tuple[dict[str, Expr], dict[str, int], dict[str, Expr]]:
+        """Per axis of attached stage p, the offset, extent and bound of the region that consumer
+        `cons` reads inside `leaf`."""
         outer_parts, lo, hi = self.region_span(p, cons, leaf, cons_value)
-        axes = [a.name for a in p.tensor.axes]
         offset: dict[str, Expr] = {}
         extent: dict[str, int] = {}
         bnd: dict[str, Expr] = {}
-        for d, a in enumerate(axes):
+        for d, a in enumerate([ax.name for ax in p.tensor.axes]):
             off = simplify(from_affine(outer_parts[d] + Affine({}, lo[d])), self.ranges)  # type: ignore[operator]
             e = min(hi[d] - lo[d] + 1, p.tensor.shape[d])
             offset[a], extent[a] = off, e
@@ -528,6 +557,12 @@ class Lowerer:
                 bnd[a] = Const(e)
             else:
                 bnd[a] = simplify(BinOp("min", Const(e), BinOp("-", Const(p.tensor.shape[d]), off)), self.ranges)
+        return offset, extent, bnd
+
+    def lower_attached(self, p: Stage, cons: Stage, leaf: str, cons_value: Expr, cons_out: Tensor) -> Stmt:
+        """The nest computing the region of attached stage p that consumer `cons` reads inside `leaf`."""
+        offset, extent, bnd = self.region_of(p, cons, leaf, cons_value)
+        axes = [a.name for a in p.tensor.axes]
         buf = Tensor(f"{p.name}_local", tuple(extent[a] for a in axes), p.tensor.dtype)
         self.declare(buf)
         # the consumer reads the local buffer at (index - offset)

@@ -268,7 +268,10 @@ class Schedule:
         """Compute the part of `stage` that `consumer` reads in one iteration of its loop `axis`
         there, into a local buffer. `consumer` must be the stage's only reader, or its other readers
         must already be computed at the same loop (softmax's exp, read by the row sum and the
-        output: attach the sum first, then the exp)."""
+        output: attach the sum first, then the exp). Or `consumer` reads it only through stages
+        already computed at its loops inside `axis` (conv + relu: the padded input computed at
+        the output's loop over threads, the convolution at the output's register tile): the
+        region is then what those stages read in one iteration of `axis`."""
         self.apply(ComputeAt(stage, consumer, axis))
 
     def compute_inline(self, stage: str) -> None:
@@ -410,10 +413,17 @@ class Schedule:
         # at one loop run producers first) and read its local buffer, which lowering checks holds
         # what they read
         others = [u for u in users if u != cons.name]
-        if cons.name not in users or any(self.stages[u].attach != ("at", cons.name, s.axis) for u in others):
+        if cons.name in users:
+            ok = all(self.stages[u].attach == ("at", cons.name, s.axis) for u in others)
+        else:  # a consumer's consumer: every reader computed at a loop of it inside `axis`
+            inside = cons.order[cons.order.index(s.axis) + 1:]
+            ok = bool(users) and all(self.stages[u].attach[:2] == ("at", cons.name)
+                                     and self.stages[u].attach[2] in inside for u in users)
+        if not ok:
             raise ScheduleError(s.op, s.axis, f"stage {st.name!r} is read by {users}; compute_at needs "
                                               f"{cons.name!r} to be its only consumer, or its other readers "
-                                              f"computed at {cons.name}.{s.axis} first")
+                                              f"computed at {cons.name}.{s.axis} first, or every reader "
+                                              f"computed at a loop of {cons.name!r} inside {s.axis!r}")
         # no cycles: the consumer must not be attached (directly or not) inside `st`
         c = cons
         while c.attach[0] == "at":

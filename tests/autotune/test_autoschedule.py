@@ -156,10 +156,10 @@ def test_a_direct_convolution_is_recognised_and_nothing_else_is() -> None:
 def test_a_convolution_epilogue_is_fused_at_the_register_tile() -> None:
     """relu(conv + b): the output split into the window sketch's tiles (pixels unrolled, channels
     vectorised, rows over threads), the convolution computed at each tile over the whole reduction
-    in its own accumulator tile, the input made once (no loop over threads reaches inside a tile)."""
+    in its own accumulator tile, the input made once or per thread."""
     out, _ = conv_bias_relu(0, 0, 0)
     auto = AutoScheduler(out, threads=2)
-    assert auto.space.by_name["input"].values() == ["blocked_root", "plain"]
+    assert auto.space.by_name["input"].values() == ["blocked_root", "blocked_thread", "plain", "plain_thread"]
     cfg = {"tile": "16x1x4", "cb": 16, "red_order": "window_c", "outer": "channels", "input": "blocked_root",
            "parallel": "oh"}
     s = auto_schedule(out, cfg, threads=2)
@@ -168,6 +168,30 @@ def test_a_convolution_epilogue_is_fused_at_the_register_tile() -> None:
     assert s.stages["Y"].attach == ("at", "out", "ow_o") and s.stages["Y"].cache_at == "ow_o"
     assert s.stages["Y"].order == ["n", "k_o", "oh_o", "ow_o", "rr", "rs", "rc", "oh_i", "ow_i", "k_i"]
     assert s.stages["Xp"].attach == ("inline",) and s.stages["Xp_b"].attach[0] == "root"
+    s = auto_schedule(out, {**cfg, "input": "blocked_thread"}, threads=2)
+    assert s.stages["Xp_b"].attach == ("at", "out", "oh_t") and s.stages["Y"].attach == ("at", "out", "ow_o")
+
+
+@pytest.mark.parametrize("make", [conv_bias_relu, conv_bias_relu_strided], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("layout", ["blocked_thread", "plain_thread"])
+def test_a_fused_epilogue_makes_the_input_per_thread_over_the_rows_each_thread_reads(make, layout) -> None:  # type: ignore[no-untyped-def]
+    """With an epilogue the blocked or padded input is computed at the output's loop over threads,
+    its region what the convolution stages computed inside that loop read: correct for every loop
+    over threads that keeps it per thread (a batch axis, the pixel rows), at awkward shapes."""
+    out, ref = make(0, 0, 0)
+    auto = AutoScheduler(out, threads=2)
+    ins = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")
+           for t in te.input_tensors(out) if t.is_placeholder]
+    pars = [p for p in auto.space.by_name["parallel"].values() if p != "k"]
+    assert pars
+    for par, tile in zip(pars, ["8x2x4", "16x1x6", "8x1x8"]):
+        cfg = auto.space.validate({"tile": tile, "cb": 16, "red_order": "c_window", "outer": "pixels",
+                                   "input": layout, "parallel": par})
+        s = Schedule(out)
+        auto.apply(s, cfg)
+        made = "Xp_b" if layout == "blocked_thread" else "Xp"
+        assert s.stages[made].attach == ("at", "out", s.stages["out"].order[0])
+        np.testing.assert_allclose(build(s, threads=2)(*ins), ref(*ins), rtol=1e-4, atol=1e-4)
 
 
 def test_the_gemm_sketch_is_the_templates_blocking() -> None:

@@ -552,3 +552,38 @@ def test_fuzz_dense_relu(data):
     w = rng.uniform(-1, 1, (7, 13)).astype(np.float32)
     b = rng.uniform(-1, 1, (13,)).astype(np.float32)
     fuzz(data, out, [x, w, b], np.maximum(x @ w + b, 0), 7)
+
+
+def window_relu(N: int = 23):  # type: ignore[no-untyped-def]
+    """relu(a 1-d window sum over a scaled input): P is read only by S, S only by the output Y."""
+    X = te.placeholder((N + 2,), name="X")
+    r = te.reduce_axis(3, name="r")
+    P = te.compute((N + 2,), lambda i: X[i] * 2.0, name="P")
+    S = te.compute((N,), lambda i: te.sum(P[i + r], axis=r), name="S")
+    return te.compute((N,), lambda i: te.max(S[i] - 1.0, 0.0), name="Y")
+
+
+def test_a_stage_is_computed_at_a_loop_of_its_consumers_consumer_over_what_the_consumer_reads_there() -> None:
+    """P at Y.io, S (its only reader) at Y.ii inside it: P's part at io is the rows the S computed
+    at each ii of that io read (4 + 2 halo), made once per io, not per ii."""
+    s = Schedule(window_relu())
+    s.split("Y", "i", 4, "io", "ii")
+    with raises("compute_at", "io", "read by ['S']", "inside 'io'"):
+        s.compute_at("P", "Y", "io")               # S still root
+    s.compute_at("S", "Y", "io")
+    with raises("compute_at", "io", "inside 'io'"):
+        s.compute_at("P", "Y", "io")               # S at the same loop, not inside it
+    s = Schedule(window_relu())
+    s.split("Y", "i", 4, "io", "ii")
+    s.compute_at("S", "Y", "ii")
+    s.compute_at("P", "Y", "io")
+    src = generate_source(s)
+    assert "stack_empty(6," in src and "P[" not in src
+    assert src.index("for io") < src.index("P_local[") < src.index("for ii")
+    x = np.random.default_rng(0).standard_normal(25).astype(np.float32)
+    p = x * 2
+    want = np.maximum(p[:-2] + p[1:-1] + p[2:] - 1, 0)
+    assert_close(build(s)(x), want, "float32", 3)
+    s.reorder("Y", "ii", "io")                     # S now outside P's loop: lowering refuses
+    with raises("compute_at", "io", "inside its loop 'io' reads 'P'"):
+        lower(s)
