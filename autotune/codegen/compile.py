@@ -46,7 +46,7 @@ import numba  # noqa: E402  (after configure_numba on purpose)
 from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
-from autotune.codegen.source import generate_modules, generate_source, scratch, source_hash  # noqa: E402
+from autotune.codegen.source import generate_sources, scratch, source_hash  # noqa: E402
 from autotune.codegen.invoke import invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
@@ -306,8 +306,8 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     another kernel is timed, or waiting for a busy core, is not charged."""
     t0 = time.thread_time()
     nest = lower(sched)
-    source = generate_source(sched, nest, reassoc=reassoc)
-    loaded = {name: load_module(text, cache_dir) for name, text in generate_modules(sched, nest, reassoc=reassoc).items()}
+    source, modules = generate_sources(sched, nest, reassoc=reassoc)
+    loaded = {name: load_module(text, cache_dir) for name, text in modules.items()}
     mod, path = loaded["kernel"]
     prologue = loaded["prologue"][0].prologue if "prologue" in loaded else None
     threads = threads if threads is not None else settings().threads

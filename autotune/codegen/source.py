@@ -285,6 +285,18 @@ def _printed(nest: LoopNest, reassoc: bool) -> list[tuple[str, Printer, list[str
     return out
 
 
+def generate_sources(sched: Schedule, nest: LoopNest | None = None, *,
+                     reassoc: bool = False) -> tuple[str, dict[str, str]]:
+    """(`generate_source`, `generate_modules`) of a schedule, its functions printed once."""
+    printed = _printed(nest or lower(sched), reassoc)
+    modules = {name: "\n".join(_header(p.helpers, p.consts) + lines) + "\n" for name, p, lines in printed}
+    lines = _header(set().union(*(p.helpers for _, p, _ in printed)),
+                    {k: v for _, p, _ in printed for k, v in p.consts.items()})
+    for k, (_, _, body) in enumerate(printed):
+        lines += ([""] if k else []) + body
+    return "\n".join(lines) + "\n", modules
+
+
 def generate_modules(sched: Schedule, nest: LoopNest | None = None, *, reassoc: bool = False) -> dict[str, str]:
     """One importable module source per function of a schedule's kernel ("prologue" if it has
     one, then "kernel"), each with just the constants and helpers it uses. Compiled one by one, a
@@ -297,20 +309,13 @@ def generate_modules(sched: Schedule, nest: LoopNest | None = None, *, reassoc: 
     >>> list(generate_modules(Schedule(te.compute((8,), lambda i: A[i] + 1.0, name="B"))))
     ['kernel']
     """
-    return {name: "\n".join(_header(p.helpers, p.consts) + lines) + "\n"
-            for name, p, lines in _printed(nest or lower(sched), reassoc)}
+    return generate_sources(sched, nest, reassoc=reassoc)[1]
 
 
 def generate_source(sched: Schedule, nest: LoopNest | None = None, *, reassoc: bool = False) -> str:
     """The source of a schedule's kernel as one readable module: the functions of
     `generate_modules` under one header. Deterministic and importable."""
-    printed = _printed(nest or lower(sched), reassoc)
-    helpers = set().union(*(p.helpers for _, p, _ in printed))
-    consts = {k: v for _, p, _ in printed for k, v in p.consts.items()}
-    lines = _header(helpers, consts)
-    for k, (_, _, body) in enumerate(printed):
-        lines += ([""] if k else []) + body
-    return "\n".join(lines) + "\n"
+    return generate_sources(sched, nest, reassoc=reassoc)[0]
 
 
 def source_hash(source: str, extra: str = "") -> str:
