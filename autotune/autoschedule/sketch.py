@@ -1,6 +1,7 @@
 """The base of the four sketches: a knob space derived from the program, presets, and `apply`."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Mapping
 
 from autotune.schedule import Schedule
@@ -10,7 +11,7 @@ from templates.base import CodegenOptions
 from .program import Program
 
 
-class Sketch:
+class Sketch(ABC):
     """One way of scheduling a program: its knobs (`space`), known-good points (`presets`) and
     the primitives a config of them chooses (`apply`)."""
 
@@ -22,17 +23,17 @@ class Sketch:
         self.p = p
         self.space = ConfigSpace(self.knobs(), prune=self.prune_rule())
 
+    @abstractmethod
     def knobs(self) -> list[Knob]:
         """The sketch's knobs, derived from the program and the target."""
-        raise NotImplementedError
 
     def prune_rule(self) -> Callable[[Mapping[str, Any]], str | None] | None:
         """The space's prune rule, if the sketch has one."""
         return None
 
+    @abstractmethod
     def apply(self, s: Schedule, cfg: Config) -> CodegenOptions:
         """Apply the primitives a config chooses; returns the code generator's options."""
-        raise NotImplementedError
 
     def presets(self) -> list[dict[str, Any]]:
         """Known-good points of the space, best guess first (here the default config)."""
