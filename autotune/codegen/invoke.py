@@ -24,11 +24,12 @@ from typing import Any, Callable
 from autotune.environment import configure_numba
 
 configure_numba()
-import numba  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
 from numba.experimental.function_type import _get_wrapper_address  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
+
+from autotune.codegen.healing import healing_njit  # noqa: E402
 
 
 @intrinsic
@@ -43,7 +44,7 @@ def _call_at(typingctx, address, args):  # type: ignore[no-untyped-def]
     return types.void(types.int64, args), codegen
 
 
-@numba.njit(nogil=True, cache=True)
+@healing_njit(nogil=True, cache=True)
 def _invoke(address, args):  # type: ignore[no-untyped-def]
     _call_at(address, args)
 

@@ -41,12 +41,13 @@ import numpy as np
 from autotune.environment import configure_numba
 
 configure_numba()
-import numba  # noqa: E402
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
 from numba.core import cgutils  # noqa: E402
 from numba.experimental.function_type import _get_wrapper_address  # noqa: E402
 from numba.extending import intrinsic  # noqa: E402
+
+from autotune.codegen.healing import healing_njit  # noqa: E402
 
 SPIN_US = 2000.0  # how long an idle worker spins before it blocks
 _STRIDE = 24  # int64 slots per worker; each flag on its own 64-byte line
@@ -101,7 +102,7 @@ def _ticks(typingctx):  # type: ignore[no-untyped-def]
 _CTRL = "int64[::1]"
 
 
-@numba.njit(f"int64({_CTRL}, int64, int64, int64)", nogil=True, cache=True)
+@healing_njit(f"int64({_CTRL}, int64, int64, int64)", nogil=True, cache=True)
 def _await_job(ctrl, w, last, spin):  # type: ignore[no-untyped-def]
     """Spin until worker w's generation moves past `last` (return it) or `spin` ticks pass."""
     t0 = _ticks()
@@ -112,7 +113,7 @@ def _await_job(ctrl, w, last, spin):  # type: ignore[no-untyped-def]
         _relax()
 
 
-@numba.njit(f"boolean({_CTRL}, int64, int64)", nogil=True, cache=True)
+@healing_njit(f"boolean({_CTRL}, int64, int64)", nogil=True, cache=True)
 def _try_sleep(ctrl, w, last):  # type: ignore[no-untyped-def]
     """Announce that worker w sleeps; False (and no sleep) if a job arrived meanwhile."""
     _store(ctrl, w * _STRIDE + _SLEEP, 1)
@@ -122,7 +123,7 @@ def _try_sleep(ctrl, w, last):  # type: ignore[no-untyped-def]
     return True
 
 
-@numba.njit(f"void({_CTRL}, int64, int64)", nogil=True, cache=True)
+@healing_njit(f"void({_CTRL}, int64, int64)", nogil=True, cache=True)
 def _set(ctrl, i, value):  # type: ignore[no-untyped-def]
     _store(ctrl, i, value)
 
@@ -134,7 +135,7 @@ def _fetch_add(typingctx, arr, i, value):  # type: ignore[no-untyped-def]
     return types.int64(arr, i, value), codegen
 
 
-@numba.njit(nogil=True, cache=True)
+@healing_njit(nogil=True, cache=True)
 def _share(fn, args, ext, grain, ctrl, nxt):  # type: ignore[no-untyped-def]
     """Run chunks of `grain` iterations of [0, ext), taken in turn from the shared counter."""
     while True:
@@ -147,7 +148,7 @@ def _share(fn, args, ext, grain, ctrl, nxt):  # type: ignore[no-untyped-def]
 _WORK, _POST_RUN_WAIT, _RUN_WAIT, _WAIT = 0, 1, 2, 3
 
 
-@numba.njit(nogil=True, cache=True)
+@healing_njit(nogil=True, cache=True)
 def _call(fn, args, ext, grain, ctrl, w, g, nworkers, mode, spin):  # type: ignore[no-untyped-def]
     """One side of a team call over iterations [0, ext), handed out `grain` at a time to whichever
     thread asks first (a thread slowed by a neighbour on its core takes fewer).
@@ -219,7 +220,7 @@ def entry_for(kernel: Any) -> _Entry:
     return e
 
 
-@numba.njit("int64()", nogil=True, cache=True)
+@healing_njit("int64()", nogil=True, cache=True)
 def _now():  # type: ignore[no-untyped-def]
     return _ticks()
 
