@@ -34,11 +34,46 @@ RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "s
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
+# An unrolled loop whose body is a small loop nest of constant extents is printed as a loop: LLVM
+# unrolls it fully all the same, into the same machine code, while Numba and LLVM process one copy
+# of the body instead of one per iteration (a GEMM candidate's compile took 40% less). Measured on
+# LLVM 22 (Numba 0.68): a 6x16, 4x24, 14x8 or 8x32 register tile written as two loops was
+# unrolled fully; 12x32 and 28x16 were not, their accumulators left in memory. So only nests of at
+# most this many innermost statements are left to LLVM; bigger ones are copied out as before.
+LLVM_UNROLLS = 128
+
+
+def _statements(stmt: Stmt) -> int | None:
+    """How many innermost statements running `stmt` once executes, if every loop in it has a
+    constant extent and it has no branches; None otherwise."""
+    if isinstance(stmt, For):
+        inner = _statements(stmt.body)
+        return inner * stmt.extent.value if inner is not None and isinstance(stmt.extent, Const) else None
+    if isinstance(stmt, Seq):
+        counts = [_statements(s) for s in stmt.stmts]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
+    if isinstance(stmt, Store):
+        return 1
+    if isinstance(stmt, Comment):
+        return 0
+    return None
+
+
+def _has_loop(stmt: Stmt) -> bool:
+    if isinstance(stmt, For):
+        return True
+    return isinstance(stmt, Seq) and any(_has_loop(s) for s in stmt.stmts)
+
+
 def unroll(stmt: Stmt, ranges: dict[Var, tuple[int, int]] | None = None) -> Stmt:
-    """Replace unrolled loops of constant extent by copies of their body, one per iteration."""
+    """Replace unrolled loops of constant extent by copies of their body, one per iteration,
+    except a small loop nest that LLVM unrolls itself (see LLVM_UNROLLS)."""
     if isinstance(stmt, For):
         body = unroll(stmt.body, ranges)
         if stmt.kind == "unroll" and isinstance(stmt.extent, Const):
+            size = _statements(body)
+            if stmt.extent.value > 1 and _has_loop(body) and size is not None and size * stmt.extent.value <= LLVM_UNROLLS:
+                return For(stmt.var, stmt.extent, stmt.kind, body)
             copies = []
             for it in range(stmt.extent.value):
                 c = Const(it)
@@ -196,7 +231,8 @@ class Printer:
                 self.stmt(x, ind, out)
         elif isinstance(s, For):
             v = self.name(s.var)
-            note = {"vectorize": "  # vectorize", "parallel": "  # parallel over threads"}.get(s.kind, "")
+            note = {"vectorize": "  # vectorize", "parallel": "  # parallel over threads",
+                    "unroll": "  # unrolled by LLVM"}.get(s.kind, "")
             out.append(f"{pad}for {v} in range({self.expr(s.extent, 'int64')[0]}):{note}")
             if s.kind == "parallel":  # this call runs [_lo, _hi); a constant range keeps the
                 # indices provably non-negative, so Numba's wraparound folds away and reads stay
