@@ -434,7 +434,7 @@ class Lowerer:
             self.ranges[w] = (0, e - 1)
             kind = "vectorize" if k == len(n.acc_dims) - 1 else "serial"
             lim = None
-            if n.needs_bound[a]:
+            if n.needs_bound[a] and not (kind == "vectorize" and self._room_for_whole_tiles(n, a, e)):
                 lim = simplify(BinOp("-", n.bound[a], n.acc_base[a]), self.ranges)
                 if isinstance(lim, Const) and lim.value >= e:
                     lim = None
@@ -446,6 +446,27 @@ class Lowerer:
             else:
                 body = For(w, simplify(BinOp("min", Const(e), lim), self.ranges), kind, body)
         return body
+
+    def _span(self, p: Stage, extent: dict[str, int], axis: str) -> int:
+        """How far stage p's loops reach along root `axis` (its splits rounded up) for a region
+        of the given extents."""
+        root_ext = {n: e for n, e, _ in p.root}
+        root_ext.update(extent)
+        ext = p.extents(root_ext)
+        ranges = dict(self.ranges)
+        ranges.update({p.var(x): (0, ext[x] - 1) for x in p.order})
+        iv = interval(p.axis_exprs(root_ext)[axis], ranges)
+        return iv[1] + 1 if iv is not None else extent[axis]
+
+    def _room_for_whole_tiles(self, n: StageNest, a: str, e: int) -> bool:
+        """Whether every tile's write-back along axis `a` (the innermost, `e` wide) can run whole:
+        the stage stores into a local region buffer allocated for the widest region, and the last
+        tile ends inside it. What a partial tile then writes past the axis' end lands in that
+        buffer's unused room, which no reader looks at; the write-back needs no tail copy."""
+        if n.region is None or n.out_buf is not n.region.buffer:
+            return False
+        iv = interval(n.acc_base[a], self.ranges)
+        return iv is not None and iv[1] + e <= n.out_buf.shape[n.spatial.index(a)]
 
     def _emit(self, n: StageNest, p: int) -> Stmt:
         """The loops from position p inwards, with what runs at each: attached stages, the reduction
@@ -563,7 +584,10 @@ class Lowerer:
         """The nest computing the region of attached stage p that consumer `cons` reads inside `leaf`."""
         offset, extent, bnd = self.region_of(p, cons, leaf, cons_value)
         axes = [a.name for a in p.tensor.axes]
-        buf = Tensor(f"{p.name}_local", tuple(extent[a] for a in axes), p.tensor.dtype)
+        shape = [extent[a] for a in axes]
+        if p.cache_at is not None:  # room for the last register tile's whole write-back (_room_for_whole_tiles)
+            shape[-1] = max(shape[-1], self._span(p, extent, axes[-1]))
+        buf = Tensor(f"{p.name}_local", tuple(shape), p.tensor.dtype)
         self.declare(buf)
         # the consumer reads the local buffer at (index - offset)
         self.local_of[p.name] = buf
