@@ -23,7 +23,7 @@ Read by the test suite only:
   AUTOTUNE_FUZZ_EXAMPLES      schedule fuzzing examples in tests/autotune/schedule (default: 0)
   AUTOTUNE_REGEN_GOLDEN=1     accept changed generated source in the golden tests
   HYPOTHESIS_PROFILE          hypothesis settings profile (default: "autotune")
-  AUTOTUNE_KILL_LOOP_KILLS    kill -9s in tests/measure/test_kill_loop.py (default: 4)
+  AUTOTUNE_KILL_LOOP_KILLS    kill -9s in tests/measure/test_kill_loop.py (default: 3)
   AUTOTUNE_KILL_LOOP_SEED     the seed of their timing (default: 0)
   AUTOTUNE_TEST_JOURNAL       the kill loop's journal of completed measurements (set by the test)
 

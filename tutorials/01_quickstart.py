@@ -1,7 +1,7 @@
 """Quickstart: tune a matmul for your shape and call it like a NumPy function.
 
     python tutorials/01_quickstart.py            # 512x512x512, 24 trials (a few minutes)
-    python tutorials/01_quickstart.py --fast     # a small shape and 4 trials
+    python tutorials/01_quickstart.py --fast     # a small shape and 2 trials
 
 The first call with a new shape tunes within the budget (every measurement goes to the log);
 the next call, and every later run of this script, uses the best kernel from the log.
@@ -32,7 +32,7 @@ def main() -> None:
     p.add_argument("--fast", action="store_true", help="small shape, few trials")
     p.add_argument("--log", default="quickstart.jsonl")
     args = p.parse_args()
-    n, trials = (96, 4) if args.fast else (512, 24)
+    n, trials = (96, 2) if args.fast else (512, 24)
 
     # 1. A tuned op from the built-in matmul template. policy="tune": tune shapes the log lacks.
     matmul = autotune.op("matmul", log=args.log, trials=trials)

@@ -19,10 +19,12 @@ def make_small_log(path: str) -> None:
     from autotune.search import make_strategy
     from autotune.task import Task
     from autotune.tuner import Tuner, TuneOptions
-    from measure.local import LocalRunner
+    from measure.local import LocalRunner, LocalRunnerOptions
+    from measure.timing import TimingProtocol
     task = Task.create("matmul", "64x48x32")
-    with LocalRunner() as runner:
-        Tuner(task, make_strategy("random", task.space()), runner, RecordLog(path)).run(TuneOptions(trials=3))
+    quick = LocalRunnerOptions(protocol=TimingProtocol(repeat=3, min_repeat_ms=5))  # each config timed briefly
+    with LocalRunner(quick) as runner:
+        Tuner(task, make_strategy("random", task.space()), runner, RecordLog(path)).run(TuneOptions(trials=2))
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Train the GNN cost model on tuning logs and compare it with XGBoost on a shape it never saw.
 
     python tutorials/04_gnn_vs_xgboost.py           # 3 shapes x 40 measured configs
-    python tutorials/04_gnn_vs_xgboost.py --fast    # 3 shapes x 8 configs
+    python tutorials/04_gnn_vs_xgboost.py --fast    # 3 shapes x 4 configs, each timed briefly
 
 Both models learn from the logs of two matmul shapes and rank the configs of a third; the
 metrics are Kendall tau and the top-k score (best runtime over the best in the model's top k).
@@ -17,7 +17,8 @@ from autotune.records import RecordLog, load_records
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.local import LocalRunner
+from measure.local import LocalRunner, LocalRunnerOptions
+from measure.timing import TimingProtocol
 
 
 def main() -> None:
@@ -25,10 +26,13 @@ def main() -> None:
     p.add_argument("--fast", action="store_true")
     p.add_argument("--log", default="gnn_tutorial.jsonl")
     args = p.parse_args()
-    trials = 6 if args.fast else 40
+    trials = 4 if args.fast else 40
     shapes = ["64x64x64", "96x64x48", "80x72x56"]
+    options = LocalRunnerOptions()
+    if args.fast:  # few configs, each timed briefly (noisier numbers: a look at the workflow, not a result)
+        options = LocalRunnerOptions(protocol=TimingProtocol(repeat=3, min_repeat_ms=5))
     if not os.path.exists(args.log):
-        with LocalRunner() as runner:
+        with LocalRunner(options) as runner:
             for s in shapes:  # measure random configs of each shape (real kernels, really timed)
                 task = Task.create("matmul", s, threads=1)
                 Tuner(task, make_strategy("random", task.space(), seed=1), runner, RecordLog(args.log)).run(

@@ -16,6 +16,11 @@ from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
 from autotune.space import Config
 from autotune.task import Task
 from autotune.tuning import make_runner
+from measure.local import LocalRunnerOptions
+from measure.timing import TimingProtocol
+
+# the contract, not the timings, is checked here: each kernel is timed briefly (2 samples, not 5 of 40 ms)
+QUICK = LocalRunnerOptions(protocol=TimingProtocol(repeat=2, min_repeat_ms=1))
 
 CPU_TASK = Task.create("matmul", "16x16x16", threads=1)
 TPU_TASK = Task.create("tpu_matmul", "1024x1024x1024", threads=1)
@@ -46,13 +51,12 @@ def _surrogate() -> Runner:
 def _ray() -> Runner:
     import ray
     ray.shutdown()
-    from measure.local import LocalRunnerOptions
     from measure.ray_runner import RayRunner
-    return RayRunner(options=LocalRunnerOptions(compile_workers=1), num_cpus=2)
+    return RayRunner(options=LocalRunnerOptions(compile_workers=1, protocol=QUICK.protocol), num_cpus=2)
 
 
 RUNNERS: dict[str, tuple[Callable[[], Runner], Task]] = {
-    "local": (lambda: make_runner("local"), CPU_TASK),
+    "local": (lambda: make_runner("local", options=QUICK), CPU_TASK),
     "ray": (_ray, CPU_TASK),
     "replay": (_replay, CPU_TASK),
     "surrogate": (_surrogate, CPU_TASK),

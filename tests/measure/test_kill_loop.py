@@ -5,7 +5,8 @@ measured twice, no torn line is accepted.
 The tuner runs the real CLI (`autotune.cli.main`) in a subprocess, measuring with a LocalRunner
 wrapped by JournalRunner, a runner registered for this test that writes every result it hands the
 tuner to a journal first: the journal counts the measurements completed, independently of the log.
-AUTOTUNE_KILL_LOOP_KILLS sets the number of kills (default 4); the figures are printed (pytest -s).
+AUTOTUNE_KILL_LOOP_KILLS sets the number of kills (default 3: each costs a tuner's start, seconds; raise it
+for a longer hunt); the figures are printed (pytest -s).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from autotune.records import load_records
 from autotune.runner import MeasureInput, MeasureResult, OnResult
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = int(os.environ.get("AUTOTUNE_KILL_LOOP_KILLS", "4"))
+KILLS = int(os.environ.get("AUTOTUNE_KILL_LOOP_KILLS", "3"))
 JOURNAL_ENV = "AUTOTUNE_TEST_JOURNAL"
 
 

@@ -34,7 +34,8 @@ def inp(mode: int, split: int = 1) -> MeasureInput:
 
 @pytest.fixture(scope="module")
 def runner():
-    r = LocalRunner(LocalRunnerOptions(compile_workers=2, compile_timeout=120, run_timeout=20, protocol=FAST))
+    # run_timeout: the hanging kernel is killed after it; the working ones check and time in well under 1 s
+    r = LocalRunner(LocalRunnerOptions(compile_workers=2, compile_timeout=120, run_timeout=6, protocol=FAST))
     yield r
     r.close()
 
@@ -133,16 +134,30 @@ def test_workers_killed_between_batches_are_replaced_not_blamed(runner: LocalRun
     assert runner.workers_replaced > before
 
 
+def _timing_lock_is_held(path: str) -> bool:
+    """Whether a worker holds the machine-wide timing lock, i.e. is timing a kernel right now."""
+    import fcntl
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases it at once if it was had
+    return False
+
+
 def test_a_timing_worker_killed_mid_measurement_is_measured_again() -> None:
-    slow = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=700)  # >= 2 s of timing
-    with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=slow)) as r:
+    slow = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=200)  # >= 0.6 s of timing
+    with LocalRunner(LocalRunnerOptions(compile_workers=1, protocol=slow, retries=0)) as r:
         out: list = []
         t = threading.Thread(target=lambda: out.append(r.run([inp(ft.OK, 4)])))
         t.start()
         deadline = time.monotonic() + 120
-        while not (r._timer is not None and r._timer.ready) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.8)
+        # killed while it times (it holds the timing lock only then), not while it starts or checks
+        while not (r._timer is not None and r._timer.ready and _timing_lock_is_held(r.lock)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.kill(r._timer.proc.pid, signal.SIGKILL)
         t.join(300)
     (res,) = out[0]

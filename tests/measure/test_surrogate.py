@@ -56,10 +56,11 @@ def test_a_config_that_failed_in_the_log_fails_again_and_the_runner_adds_only_th
 def test_too_few_logged_configs_or_an_unknown_search_is_a_clear_error(surrogate: Surrogate) -> None:
     with pytest.raises(SurrogateError, match="at least 32"):
         Surrogate.fit(TASK, [])
+    # a small pool: the target is set before the searches are named, and it is not what is checked here
     with pytest.raises(SurrogateError, match="unknown search 'nope'"):
-        compare(surrogate, ["nope"], seeds=[1], trials=4)
+        compare(surrogate, ["nope"], seeds=[1], trials=4, long=8, pool=40)
     with pytest.raises(SurrogateError, match="needs a pretrained model"):
-        compare(surrogate, ["xgb+pretrained"], seeds=[1], trials=4)
+        compare(surrogate, ["xgb+pretrained"], seeds=[1], trials=4, long=8, pool=40)
 
 
 def test_compare_counts_trials_to_the_target_for_each_search_and_seed(surrogate: Surrogate) -> None:

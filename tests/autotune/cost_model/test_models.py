@@ -14,6 +14,7 @@ from autotune.cost_model.features import FEATURE_VERSION, config_features, featu
 from autotune.cost_model.graph import config_graph
 from autotune.cost_model.metrics import ape, kendall_tau, mape, top_k_score
 from autotune.task import Task
+from tests.helpers import cached_features
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 
@@ -118,5 +119,5 @@ def test_metrics() -> None:
 
 def landscape(task, cfg) -> float:  # type: ignore[no-untyped-def]
     """A runtime that follows the features: what a model can learn (shared with other test modules)."""
-    f = config_features(task, cfg)
+    f = cached_features(task, cfg)
     return float(1e-4 * (1 + f[4] + 0.5 * f[10] + 0.1 * f[0]))

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from autotune.cost_model import Dataset, make_model
-from autotune.cost_model.features import config_features
 from autotune.cost_model.roofline import RooflineModel
 from autotune.runner import MeasureResult
 from autotune.search.guided import guided_search, make_search
@@ -17,21 +16,32 @@ from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
 from tests.autotune.cost_model.test_models import landscape
+from tests.helpers import cached_features, features_cache
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 ROOFLINE_TASK = Task.create("matmul", "256x256x256", threads=2)
+_GRAPHS: dict = {}
+
+
+def guided(task: Task, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """guided_search, its scorer lowering each config of the task once per session: the features
+    (and program graphs) of a config never change, and lowering is most of a search's time."""
+    strategy, updater = guided_search(task, *args, **kwargs)
+    updater.scorer.cache = features_cache(task)
+    updater.scorer.graph_cache = _GRAPHS.setdefault(task.key(), {})
+    return strategy, updater
 
 
 @pytest.mark.parametrize("kind", ["xgb", "lgbm", "gnn"])
 def test_guided_search_is_valid_and_refits(kind: str, tmp_path: Path) -> None:
-    strategy, updater = guided_search(TASK, kind, seed=0)
+    strategy, updater = guided(TASK, kind, seed=0)
     proposed = []
     res = Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
                 callbacks=[updater, lambda t, c, r: proposed.extend(c)]).run(TuneOptions(trials=16, batch=8))
     assert res.measured == 16 and len(set(proposed)) == 16
     assert updater.fits >= 2
     updater.scorer.model.save(tmp_path / "m.json")
-    warm, up2 = guided_search(TASK, pretrained=tmp_path / "m.json", seed=1)
+    warm, up2 = guided(TASK, pretrained=tmp_path / "m.json", seed=1)
     res2 = Tuner(TASK, warm, ReplayRunner([], fallback=landscape), callbacks=[up2]).run(TuneOptions(trials=8, batch=8))
     assert res2.measured == 8 and up2.fits >= 1
 
@@ -42,11 +52,11 @@ def test_a_pretrained_model_steers_the_first_round(tmp_path: Path) -> None:
     cfgs = sorted({space.sample(rng) for _ in range(200)}, key=lambda c: c.key())
     secs = [landscape(TASK, c) for c in cfgs]
     ds = Dataset()
-    ds.add(np.stack([config_features(TASK, c) for c in cfgs]), secs, TASK.key())
+    ds.add(np.stack([cached_features(TASK, c) for c in cfgs]), secs, TASK.key())
     model = make_model("xgb")
     model.fit(ds)
     model.save(tmp_path / "pre.json")
-    strategy, _ = guided_search(TASK, pretrained=tmp_path / "pre.json", seed=5)
+    strategy, _ = guided(TASK, pretrained=tmp_path / "pre.json", seed=5)
     first = strategy.propose(8)
     assert first and len(set(first)) == 8
     got = sorted(landscape(TASK, c) for c in first)
@@ -59,11 +69,11 @@ def test_a_prior_that_ranks_the_task_well_keeps_its_say(tmp_path: Path) -> None:
     space = TASK.space()
     cfgs = sorted({space.sample(rng) for _ in range(200)}, key=lambda c: c.key())
     ds = Dataset()
-    ds.add(np.stack([config_features(TASK, c) for c in cfgs]), [landscape(TASK, c) for c in cfgs], TASK.key())
+    ds.add(np.stack([cached_features(TASK, c) for c in cfgs]), [landscape(TASK, c) for c in cfgs], TASK.key())
     model = make_model("xgb")
     model.fit(ds)
     model.save(tmp_path / "good.json")
-    strategy, updater = guided_search(TASK, pretrained=tmp_path / "good.json", seed=7)
+    strategy, updater = guided(TASK, pretrained=tmp_path / "good.json", seed=7)
     trust: list = []
     Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
           callbacks=[updater, lambda t, c, r: trust.append(updater.scorer.prior_trust)]).run(
@@ -80,11 +90,11 @@ def test_a_misleading_prior_fades_as_the_task_is_measured(tmp_path: Path) -> Non
     cfgs = sorted({space.sample(rng) for _ in range(200)}, key=lambda c: c.key())
     secs = sorted(landscape(TASK, c) for c in cfgs)
     ds = Dataset()
-    ds.add(np.stack([config_features(TASK, c) for c in cfgs]), [1.0 / landscape(TASK, c) for c in cfgs], TASK.key())
+    ds.add(np.stack([cached_features(TASK, c) for c in cfgs]), [1.0 / landscape(TASK, c) for c in cfgs], TASK.key())
     model = make_model("xgb")
     model.fit(ds)  # fitted to the inverse times: it ranks the slowest configs first
     model.save(tmp_path / "wrong.json")
-    strategy, updater = guided_search(TASK, pretrained=tmp_path / "wrong.json", seed=3)
+    strategy, updater = guided(TASK, pretrained=tmp_path / "wrong.json", seed=3)
     seen: list = []
     trust: list = []
     Tuner(TASK, strategy, ReplayRunner([], fallback=landscape),
@@ -124,14 +134,14 @@ def test_make_search_picks_the_guided_search_for_a_cost_model() -> None:
 def test_a_search_from_scratch_starts_from_its_top_picks() -> None:
     """Half of the first batch is the roofline's best predictions, before anything is measured;
     the other half covers the space (roofline=False: all of it, as before there was a prior)."""
-    strategy, updater = guided_search(ROOFLINE_TASK, "xgb", seed=4)
+    strategy, updater = guided(ROOFLINE_TASK, "xgb", seed=4)
     assert "prior roofline" in strategy.name and updater.scorer.informed
     first = strategy.propose(8)
     assert first and len(set(first)) == 8
     model = RooflineModel.for_task(ROOFLINE_TASK)
     pool = ROOFLINE_TASK.space().sample_new(random.Random(0), set(), 400)
-    ranked = np.sort(model.predict(np.stack([config_features(ROOFLINE_TASK, c) for c in pool])))[::-1]
-    picks = np.sort(model.predict(np.stack([config_features(ROOFLINE_TASK, c) for c in first])))[::-1]
+    ranked = np.sort(model.predict(np.stack([cached_features(ROOFLINE_TASK, c) for c in pool])))[::-1]
+    picks = np.sort(model.predict(np.stack([cached_features(ROOFLINE_TASK, c) for c in first])))[::-1]
     assert picks[3] >= ranked[len(ranked) // 20]  # 4 of 8 in the roofline's best 5% of random configs
     blind, up = guided_search(ROOFLINE_TASK, "xgb", roofline=False, seed=4)
     assert "prior" not in blind.name and not up.scorer.informed

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from autotune.cost_model.features import config_features
 from autotune.space import Config
 from autotune.task import Task
+from tests.helpers import cached_features
 
 
 def landscape(task: Task, cfg: Config) -> float:
-    f = config_features(task, cfg)
+    f = cached_features(task, cfg)
     return float(1e-4 * (1 + 0.05 * f[116] + 0.3 * f[69] + 0.2 * f[51]) * (1 + 0.02 * random.Random(cfg.key()).random()))
