@@ -15,6 +15,11 @@ Variables autotune reads:
 Variables autotune sets for Numba (before Numba is imported, unless already set; see numba_env()):
   NUMBA_SLP_VECTORIZE=1, NUMBA_OPT=2, and on AVX-512 hosts NUMBA_CPU_FEATURES=<host>,-prefer-256-bit
 
+Numba's own variables are honoured as Numba documents them; autotune's code takes two into account:
+  NUMBA_CACHE_DIR           where Numba caches autotune's library functions (codegen/healing.py;
+                            the test of that module sets it to a temporary directory)
+  NUMBA_DISABLE_JIT=1       the library's njit functions stay plain Python functions
+
 Ray workers get the driver's AUTOTUNE_* and NUMBA_* variables (ray_runtime_env()) except
 NUMBA_CPU_FEATURES: each node derives its own from its CPU (a cluster may mix ISAs).
 

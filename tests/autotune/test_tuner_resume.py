@@ -50,11 +50,12 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
 
 
 def test_each_measurement_is_logged_the_moment_it_completes(tmp_path: Path) -> None:
-    """A batch of 8: records appear one by one while it runs, and Ctrl-C keeps those measured."""
+    """A batch of 16: records appear one by one while it runs, and Ctrl-C keeps those measured.
+    (16, not 8: a SIGINT that lands late on a loaded machine still finds the batch unfinished.)"""
     log = tmp_path / "tune.jsonl"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.Popen([sys.executable, "-m", "autotune", "tune", "matmul", "--shape", "20x24x16", "--threads", "1",
-                          "--trials", "8", "--batch", "8", "--log", str(log), "--no-progress"],
+                          "--trials", "16", "--batch", "16", "--log", str(log), "--no-progress"],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen: set[int] = set()
     deadline = time.monotonic() + 300
@@ -66,7 +67,7 @@ def test_each_measurement_is_logged_the_moment_it_completes(tmp_path: Path) -> N
     p.wait(60)
     assert seen & {1, 2, 3}, f"records appeared only in whole batches: {sorted(seen)}"
     kept = load_records(log)
-    assert 2 <= len(kept) < 8 and all(r.ok for r in kept)
+    assert 2 <= len(kept) < 16 and all(r.ok for r in kept)
 
 
 def test_infrastructure_records_are_no_verdict_on_resume(tmp_path: Path) -> None:
