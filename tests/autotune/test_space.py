@@ -203,3 +203,24 @@ def test_bool_and_int_choices_encode_differently():
     k = ChoiceKnob("c", [1, True, 0, False])
     assert [k.encode(v) for v in (1, True, 0, False)] == [[0.0], [1.0], [2.0], [3.0]]
     assert k.neighbours(True) == [1, 0] and type(k.neighbours(True)[0]) is int
+
+
+def test_sample_new_lists_what_a_pruned_space_has_left_instead_of_drawing_on() -> None:
+    """Asked for more configs than the prune rule leaves, sample_new returns every allowed config
+    (distinct, none excluded) after a bounded number of draws: it drew 100 * n times before."""
+    calls = 0
+
+    def prune(values):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return None if (values["a"] + values["b"]) % 4 == 0 else "not a multiple of 4"
+
+    space = ConfigSpace([ChoiceKnob("a", list(range(40))), ChoiceKnob("b", list(range(40)))], prune=prune)
+    allowed = list(space.grid())
+    exclude = set(allowed[:10])
+    calls = 0
+    got = space.sample_new(random.Random(0), exclude, 1000)
+    assert len(got) == len(set(got)) == len(allowed) - 10 and not exclude & set(got)
+    assert all(space.allows(c) for c in got)
+    assert calls < 20_000, f"{calls} prune calls"
+    assert space.sample_new(random.Random(0), exclude, 1000) == got  # deterministic for a seed
