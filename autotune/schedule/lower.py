@@ -226,10 +226,8 @@ class Lowerer:
         root_ext = {n: e for n, e, _ in st.root}
         if region is not None:
             root_ext.update(region.extent)
-        ext = st.extents(root_ext)
-        for leaf in st.order:
-            self.ranges[st.var(leaf)] = (0, ext[leaf] - 1)
-        axis_expr = {a: simplify(e, self.ranges) for a, e in st.axis_exprs(root_ext).items()}
+        ext, exprs = self._loops(st, root_ext)
+        axis_expr = {a: simplify(e, self.ranges) for a, e in exprs.items()}
         bound: dict[str, Expr] = {a: Const(root_ext[a]) for a in root_ext}
         offset: dict[str, Expr] = {a: Const(0) for a in root_ext}
         if region is not None:
@@ -447,15 +445,20 @@ class Lowerer:
                 body = For(w, simplify(BinOp("min", Const(e), lim), self.ranges), kind, body)
         return body
 
+    def _loops(self, st: Stage, extent: dict[str, int]) -> tuple[dict[str, int], dict[str, Expr]]:
+        """The extents of stage st's loops and its root axes as expressions of them, for root
+        extents `extent` (the stage's own where it names none); records the loops' ranges."""
+        root_ext = {n: e for n, e, _ in st.root}
+        root_ext.update(extent)
+        ext = st.extents(root_ext)
+        for leaf in st.order:
+            self.ranges[st.var(leaf)] = (0, ext[leaf] - 1)
+        return ext, st.axis_exprs(root_ext)
+
     def _span(self, p: Stage, extent: dict[str, int], axis: str) -> int:
         """How far stage p's loops reach along root `axis` (its splits rounded up) for a region
         of the given extents."""
-        root_ext = {n: e for n, e, _ in p.root}
-        root_ext.update(extent)
-        ext = p.extents(root_ext)
-        ranges = dict(self.ranges)
-        ranges.update({p.var(x): (0, ext[x] - 1) for x in p.order})
-        iv = interval(p.axis_exprs(root_ext)[axis], ranges)
+        iv = interval(self._loops(p, extent)[1][axis], self.ranges)
         return iv[1] + 1 if iv is not None else extent[axis]
 
     def _room_for_whole_tiles(self, n: StageNest, a: str, e: int) -> bool:
@@ -546,13 +549,8 @@ class Lowerer:
         out: list[Load] = []
         for q in readers:
             offset, extent, _ = self.region_of(q, cons, q.attach[2], cons_value)
-            root_ext = {n: e for n, e, _ in q.root}
-            root_ext.update(extent)
-            ext = q.extents(root_ext)
-            for x in q.order:
-                self.ranges[q.var(x)] = (0, ext[x] - 1)
-                inner.add(q.var(x))
-            axis_expr = q.axis_exprs(root_ext)
+            _, axis_expr = self._loops(q, extent)
+            inner.update(q.var(x) for x in q.order)
             t = q.tensor
             sub = {a.var: simplify(offset.get(a.name, Const(0)) + axis_expr[a.name], self.ranges)
                    for a in list(t.axes) + list(t.reduce_axes)}
