@@ -55,6 +55,7 @@ def _index(values: list[Any], value: Any) -> int:
 MISSES_BEFORE_ENUMERATING = 200
 ENUMERATE_LIMIT = 200_000
 
+
 class Knob:
     """One dimension of a space. Subclasses define the values it may take."""
     name: str
@@ -296,7 +297,8 @@ class ConfigSpace:
 
     def sample_new(self, rng: random.Random, exclude: set[Config] | frozenset[Config], n: int) -> list[Config]:
         """Up to n distinct random configs not in `exclude` (bounded tries: a nearly exhausted
-        space may give fewer)."""
+        space may give fewer; a small one, once draws stop finding new configs, gives all it has
+        left, shuffled)."""
         out: list[Config] = []
         taken: set[Config] = set()
         tries = misses = 0
