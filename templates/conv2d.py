@@ -204,13 +204,13 @@ def tiles(shape: Shape, dtype: str, target: Target | None = None) -> list[str]:
     if not out:  # even the smallest tile spills (a tiny register file): offer just it
         out.append(f"{_fit([vec], K)[0]}x1x{min(ows)}")
     if is_pointwise(shape):  # GEMM register tiles "gMRxNR": MR output channels x NR pixels
-        for mr in _fit([4, 8], K):
+        for mr in _fit([4, 6, 8], K):
             for nr in _fit([2 * vec, 3 * vec, 4 * vec], OH * OW):
                 if target.fits_tile(min(mr, K), -(-min(nr, OH * OW) // vec)):
                     out.append(f"g{mr}x{nr}")
     if shape["stride"] == 1:  # flattened-width tiles "wKBxPB": channels x consecutive pixels of Yf
         Wp = conv_geometry(shape, "conv2d")[3]
-        for kb in _fit([4, 8, 16], K):
+        for kb in _fit([4, 6, 8, 16], K):
             for pb in _fit([vec, 2 * vec, 3 * vec, 4 * vec, 6 * vec, 7 * vec], OH * Wp):
                 if min(kb, K) * -(-pb // vec) <= target.registers - 4:  # + a pixel vector and weights
                     out.append(f"w{kb}x{pb}")
@@ -238,7 +238,8 @@ def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) 
 def input_placements(has_pad: bool) -> list[str]:
     """[pad_at] values. Xp (NCHW, zero padded) at root / rows / thread, or inline (read X directly);
     "blocked_*": instead one pass makes the channel-blocked padded copy Xb[C/cb, N, Hp, Wp, cb], so
-    the broadcast input of each reduction step is contiguous along the channel loop."""
+    the broadcast input of each reduction step is contiguous along the channel loop (the pointwise
+    "w" tiles: pixel panels, see schedule_pointwise)."""
     blocked = ["blocked_root", "blocked_rows", "blocked_thread"]
     return (["root", "rows", "inline", "thread"] if has_pad else ["none"]) + blocked
 
@@ -343,7 +344,10 @@ def schedule_pointwise(s: Schedule, cfg: Config, shape: Shape, threads: int) -> 
     """Schedule define_pointwise like define_flat's Yf, straight into the output: tiles of kb
     channels x pb consecutive pixels accumulated in registers (channels unrolled, pixels
     vectorized), each weight broadcast, the weights packed in blocks of kb channels. The threads
-    split the pixels in whole tiles ([parallel] "oh"), the channel blocks ("k") or the images ("n")."""
+    split the pixels in whole tiles ([parallel] "oh"), the channel blocks ("k") or the images ("n").
+    [pad_at] "blocked_*" reads the image through panels Xq[P/pb, N, C, pb] (a tile's pixels
+    contiguous per channel: 56x56 images put the channels of a tile 12,544 bytes apart, in 16 of
+    L1's 64 sets), copied per pixel tile ("rows"), per thread or once ("root")."""
     C, K = shape["C"], shape["K"]
     P = shape["H"] * shape["W"]
     kb, pb = (int(x) for x in cfg["tile"][1:].split("x"))
@@ -357,7 +361,12 @@ def schedule_pointwise(s: Schedule, cfg: Config, shape: Shape, threads: int) -> 
     elif par == "k":
         s.split("Y", "k", -(-K // (kb * threads)) * kb, "kt", "km")
         k_axis, outer = "km", ["kt", "n"]
+    if cfg["pad_at"].startswith("blocked_"):
+        s.pack("X", 2, pb, "Xq")               # Xq[P/pb, N, C, pb]: a tile's pixels contiguous per channel
     pixel_tiles(s, "Y", cfg, kb, pb, cb, C, k_axis, p_axis, outer)
+    at = {"blocked_rows": "po", "blocked_thread": outer[0] if par != "none" else None}.get(cfg["pad_at"])
+    if at is not None:
+        s.compute_at("Xq", "Y", at)
     if par != "none":
         s.parallel("Y", outer[0])
     return CodegenOptions()

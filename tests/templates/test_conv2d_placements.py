@@ -112,6 +112,21 @@ def test_pointwise_tiles_run_on_flat_views(shape, threads):
         assert_close(k.prepare()(tuple(inputs), out), want, "float32", task.shape_dict["C"]), cfg
 
 
+def test_pointwise_tiles_with_packed_pixel_panels():
+    """[pad_at] "blocked_*" with a "w" tile copies each tile's pixels into a panel Xq[P/pb, N, C, pb]
+    (per tile: rows; per thread; or once: root), partial tiles and 6-channel tiles included."""
+    task = Task.create("conv2d", POINTWISE_SHAPES[0][0], "float32", 2)
+    sp = task.space()
+    inputs = task.inputs(seed=4)
+    want = task.reference(inputs)
+    assert "w6x8" in sp.by_name["tile"].values()
+    blocked = ("blocked_rows", "blocked_thread", "blocked_root")
+    for i, cfg in enumerate(flat_tile_configs(sp, ("cb", "outer", "parallel"), red_order="crs")):
+        k = task.build({**cfg, "pad_at": blocked[i % 3]})
+        assert "Xq" in k.source, cfg
+        assert_close(k(*inputs), want, "float32", task.shape_dict["C"]), cfg
+
+
 def test_pointwise_kernel_checks_the_callers_shapes():
     from autotune.errors import ShapeError
     task = Task.create("conv2d", "1x8x4x4x8x1x1", "float32", 1)
