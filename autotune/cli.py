@@ -248,14 +248,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   pretrained=args.pretrained, runner=args.runner, seed=args.seed, timeout_s=args.timeout,
                   early_stopping=args.early_stopping, batch=args.batch, progress=False if args.no_progress else None)
     unit = task.template.metric
+    twins = f", {result.duplicates} not measured: the same kernel as one measured" if result.duplicates else ""
     print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
-          f"({result.resumed} resumed from the log, {result.errors} failed) in {result.wall_seconds:.1f} s")
+          f"({result.resumed} resumed from the log, {result.errors} failed{twins}) in {result.wall_seconds:.1f} s")
     if result.best_config is not None:
         print(f"best config: {result.best_config.key()}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
             "task": task.key(), "threads": task.threads, "trials": result.measured, "resumed": result.resumed,
-            "errors": result.errors, "wall_seconds": result.wall_seconds, "best_seconds": result.best_seconds,
+            "errors": result.errors, "duplicates": result.duplicates, "wall_seconds": result.wall_seconds,
+            "best_seconds": result.best_seconds,
             "best_gflops": result.best_gflops,
             "best_config": result.best_config.to_json() if result.best_config else None}, indent=2) + "\n")
     if result.best_config is None:

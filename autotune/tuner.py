@@ -14,6 +14,12 @@ disk) is logged but is no verdict: the config is measured again (at most INFRA_R
 does not count as a trial, and after INFRA_BATCHES batches in a row with nothing but
 infrastructure faults the run stops with an AutotuneError naming the fault.
 
+A config that builds the same kernel as one measured (equal `Backend.kernel_key`: a knob its tile
+ignores, a block clamped to the matrix) is not measured again: the strategy is given its twin's
+result, nothing is logged and no trial is spent (TuneResult.duplicates counts them). After
+TWIN_ROUNDS rounds in a row of nothing but such twins the run stops: the space has no other kernel
+the strategy finds.
+
 Example::
 
     >>> from autotune.tuning import tune                                  # doctest: +SKIP
@@ -27,6 +33,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from autotune.backends import backend_of
 from autotune.claims import Claims
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordLog, from_target, load_records
@@ -39,6 +46,7 @@ from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
 INFRA_RETRIES = 2   # times a config is measured again after an infrastructure fault
 INFRA_BATCHES = 3   # batches in a row of nothing but infrastructure faults before the run stops
 IDLE_ROUNDS = 10    # rounds in a row whose every proposal another tuner holds before the run stops
+TWIN_ROUNDS = 20    # rounds in a row of nothing but configs whose kernel was measured before the run stops
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,7 @@ class TuneResult:
     # the measurements of this run that failed, by kind: (count, the first one's message); set by autotune.tuning
     failures: dict[ErrorKind, tuple[int, str]] = field(default_factory=dict)
     infrastructure: int = 0  # results lost to infrastructure faults (measured again, not trials)
+    duplicates: int = 0      # configs not measured: the same kernel as one measured (their twin's result taken)
 
     @property
     def best_gflops(self) -> float:
@@ -133,12 +142,27 @@ class Tuner:
         since_improvement = 0
         history: list[tuple[float, float]] = []
 
+        backend = backend_of(self.task)
+        kernel_keys: dict[Config, str | None] = {}
+        measured_kernels: dict[str, tuple[Config, MeasureResult]] = {}  # kernel key -> its measurement
+
+        def kernel_key(c: Config) -> str | None:
+            if c not in kernel_keys:
+                try:
+                    kernel_keys[c] = backend.kernel_key(self.task, c)
+                except Exception:  # a template's schedule may fail any way: the runner reports it
+                    kernel_keys[c] = None
+            return kernel_keys[c]
+
         def take(pairs: Sequence[tuple[Config, MeasureResult]]) -> None:
             nonlocal best, best_cfg
             if pairs:
                 self.strategy.update([c for c, _ in pairs], [r for _, r in pairs])
             for c, r in pairs:
                 done.add(c)
+                k = kernel_key(c)
+                if k is not None and k not in measured_kernels:
+                    measured_kernels[k] = (c, r)
                 if r.ok and r.median < best:
                     best, best_cfg = r.median, c
         take(previous)
@@ -146,7 +170,7 @@ class Tuner:
         claims = Claims(self.log.path) if self.log is not None else None
         retry: list[Config] = []
         infra_tries: dict[Config, int] = {}
-        infra_batches = idle = 0
+        infra_batches = idle = twin_rounds = duplicates = 0
         while measured < options.trials:
             if options.timeout_s is not None and time.perf_counter() - t0 > options.timeout_s:
                 break
@@ -162,6 +186,14 @@ class Tuner:
             configs = [c for c in dict.fromkeys(configs) if c not in done]
             if not configs:
                 break
+            configs, twins, batch_twins = self._without_twins(configs, kernel_key, measured_kernels)
+            take(twins)
+            duplicates += len(twins)
+            twin_rounds = 0 if configs else twin_rounds + 1
+            if not configs:
+                if twin_rounds >= TWIN_ROUNDS:
+                    break
+                continue
             if claims is not None:
                 granted = set(claims.claim(key, [c.key() for c in configs],
                                            logged=lambda: {c.key() for c, _ in self._logged_since(set())}))
@@ -196,13 +228,38 @@ class Tuner:
             if infra_batches >= INFRA_BATCHES:
                 raise AutotuneError(f"tuning {key} stopped: {INFRA_BATCHES} batches in a row failed on the "
                                     f"measuring infrastructure, not on their configs: {faults[0][1].message}")
-            if verdicts:
-                take(verdicts)
+            by_config = dict(verdicts)
+            late_twins = [(c, by_config[t]) for c, t in batch_twins if t in by_config]
+            duplicates += len(late_twins)
+            if verdicts or late_twins:
+                take(verdicts + late_twins)
                 vc, vr = [c for c, _ in verdicts], [r for _, r in verdicts]
                 for cb in self.callbacks:
                     cb(self.task, vc, vr)
         return TuneResult(self.task, best_cfg, best, measured, resumed, errors, time.perf_counter() - t0, history,
-                          infrastructure)
+                          infrastructure=infrastructure, duplicates=duplicates)
+
+    @staticmethod
+    def _without_twins(configs: Sequence[Config], kernel_key: Callable[[Config], str | None],
+                       measured: Mapping[str, tuple[Config, MeasureResult]]
+                       ) -> tuple[list[Config], list[tuple[Config, MeasureResult]], list[tuple[Config, Config]]]:
+        """(the configs to measure, twins of kernels measured before with their results, twins of
+        a config in this batch with that config)."""
+        keep: list[Config] = []
+        first: dict[str, Config] = {}
+        twins: list[tuple[Config, MeasureResult]] = []
+        batch_twins: list[tuple[Config, Config]] = []
+        for c in configs:
+            k = kernel_key(c)
+            if k is not None and k in measured:
+                twins.append((c, measured[k][1]))
+            elif k is not None and k in first:
+                batch_twins.append((c, first[k]))
+            else:
+                keep.append(c)
+                if k is not None:
+                    first[k] = c
+        return keep, twins, batch_twins
 
     def _measure(self, configs: Sequence[Config], claims: Claims | None) -> list[MeasureResult]:
         """Measure a batch, logging each result as the runner reports it; release the claims after."""

@@ -45,6 +45,12 @@ class Backend(Protocol):
         """An estimate that ranks the task's configs before anything is measured (None: no prior)."""
         ...
 
+    def kernel_key(self, task: "Task", cfg: "Config") -> "str | None":
+        """What identifies the kernel a config builds: configs with equal keys build the same
+        kernel, and the tuner measures it once. None: the config is its own kernel (or it does
+        not build; the runner reports why)."""
+        ...
+
     runner: str
     """The name (in autotune.tuning.RUNNERS) of the runner that measures this backend's kernels
     unless the caller picks another."""
@@ -76,7 +82,7 @@ def register_backend(backend: Backend) -> Backend:
         'cpu'
     """
     if not isinstance(backend, Backend):
-        raise AutotuneError(f"register_backend() takes a Backend (name, runner, features, graph, prior), "
+        raise AutotuneError(f"register_backend() takes a Backend (name, runner, features, graph, prior, kernel_key), "
                             f"got {type(backend).__name__}")
     if backend.name in _REGISTRY and get_backend(backend.name) is not backend:
         raise AutotuneError(f"a backend named {backend.name!r} is already registered")

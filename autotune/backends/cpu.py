@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from autotune.codegen.source import generate_source, source_hash
 from autotune.cost_model.features import extract
+from autotune.errors import AutotuneError
 from autotune.cost_model.graph import ProgramGraph, nest_graph
 from autotune.cost_model.roofline import RooflineModel
 from autotune.ir.stmt import LoopNest
@@ -44,6 +46,14 @@ class CpuBackend:
     def prior(self, task: "Task") -> RooflineModel:
         return RooflineModel.for_task(task)
 
+    def kernel_key(self, task: "Task", cfg: "Config") -> str | None:
+        """The hash of the generated source: knobs that do not apply to a config (a placement its
+        tile ignores, a block clamped to the matrix) give the same kernel."""
+        try:
+            sched, opts = task.schedule(cfg)
+            return source_hash(generate_source(sched, reassoc=opts.reassoc))
+        except AutotuneError:
+            return None
 
 
 BACKEND = CpuBackend()

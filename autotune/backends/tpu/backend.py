@@ -39,6 +39,8 @@ class TpuEmulatorBackend:
     def prior(self, task: "Task") -> None:
         return None  # the CPU roofline knows nothing of the TPU; the analytical model is a cost model of its own
 
+    def kernel_key(self, task: "Task", cfg: "Config") -> None:
+        return None  # each config's tile sizes are its kernel
 
 
 BACKEND = TpuEmulatorBackend()

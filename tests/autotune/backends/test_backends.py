@@ -67,6 +67,9 @@ class Doubled:
     def prior(self, task):  # type: ignore[no-untyped-def]
         return None
 
+    def kernel_key(self, task, cfg):  # type: ignore[no-untyped-def]
+        return get_backend("cpu").kernel_key(task, cfg)
+
     runner = "local"
 
 
@@ -88,3 +91,18 @@ def test_backend_errors_name_the_problem() -> None:
     clash.name = "cpu"  # type: ignore[misc]
     with pytest.raises(AutotuneError, match="backend named 'cpu' is already registered"):
         register_backend(clash)
+
+
+def test_kernel_keys_name_the_generated_kernel() -> None:
+    """Configs with equal CPU keys print the same source (and unequal keys other sources); a TPU
+    config is its own kernel."""
+    import itertools
+    task = Task.create("matmul", "8x8x8", threads=1)
+    cpu = get_backend("cpu")
+    configs = list(itertools.islice(task.space().grid(), 40))
+    by_key: dict = {}
+    for c in configs:
+        by_key.setdefault(cpu.kernel_key(task, c), set()).add(task.source(c))
+    assert None not in by_key and all(len(sources) == 1 for sources in by_key.values())
+    assert 1 < len(by_key) < len(configs)
+    assert get_backend("tpu_emulator").kernel_key(TPU, a_config(TPU)) is None
