@@ -119,5 +119,6 @@ def test_a_run_on_broken_infrastructure_stops_with_one_line_naming_it(tmp_path: 
         USER_MODULES.remove(f"file:{script}")
     assert "\n" not in str(e.value)
     recs = load_records(log.path)
-    assert len(recs) >= INFRA_BATCHES * 2 and {r.error for r in recs} == {"infrastructure"}  # reported
+    # reported: a record per measured config (a batch of 2 may hold a twin of the other, not measured)
+    assert len(recs) >= INFRA_BATCHES and {r.error for r in recs} == {"infrastructure"}
     assert tuner.resume() == []  # and never a verdict
