@@ -1,5 +1,7 @@
 """Benchmarks: find the best config of a template from presets and samples, then time it against
 NumPy (and PyTorch when installed) in the same run, in separate blocks with pauses between them.
+When the machine was busy during those timings (samples spread out, or CPU time stolen: see
+measure.timing.Timing.noisy), the result says so: its ratios are rough.
 
 Example (Python)::
 
@@ -17,7 +19,7 @@ import platform
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -27,7 +29,7 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.target import cpu_model, host
 from autotune.timing_lock import TimingLock, lock_path
-from measure.timing import TimingProtocol, time_callable
+from measure.timing import Timing, TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
 
@@ -39,7 +41,8 @@ class BenchOptions:
     alternating rounds, before the best is chosen (a busy spell of the machine favours whichever
     candidate was timed outside it); rounds: alternating baseline/kernel timing blocks for the
     final comparison; pause_s: idle time between blocks (BLAS threads keep spinning after a call
-    and slow whatever runs next)."""
+    and slow whatever runs next); max_spread: a timing of the final comparison whose samples
+    spread more than this (max/min), or lost CPU time to the hypervisor, makes the result noisy."""
     trials: int = 16
     seed: int = 0
     protocol: TimingProtocol = TimingProtocol(warmup=2, number=1, repeat=5, min_repeat_ms=100)
@@ -48,6 +51,7 @@ class BenchOptions:
     finalists: int = 3
     finalist_within: float = 1.25
     pause_s: float = 0.5
+    max_spread: float = 1.10
     progress: bool = True
     baselines: tuple[str, ...] = ("numpy", "torch")
 
@@ -68,6 +72,13 @@ class BenchResult:
     baselines: dict[str, float]
     candidates: list[Candidate] = field(default_factory=list)
     tuning_seconds: float = 0.0
+    timings: int = 0        # timings of the final comparison (baselines and kernel, every round)
+    noisy_timings: int = 0  # of those, the ones taken while the machine was busy (Timing.noisy)
+
+    @property
+    def noisy(self) -> bool:
+        """The machine was busy during the final comparison: its ratios are rough."""
+        return self.noisy_timings > 0
 
     @property
     def best_gflops(self) -> float:
@@ -95,6 +106,7 @@ class BenchResult:
             "trials": len(self.candidates),
             "errors": sum(c.error is not None for c in self.candidates),
             "tuning_seconds": self.tuning_seconds,
+            "noisy": self.noisy, "noisy_timings": self.noisy_timings, "timings": self.timings,
             "median_compile_seconds": self.median_compile_seconds,
             "candidates": [{"config": c.config.to_json(), "seconds": c.seconds, "compile_seconds": c.compile_seconds,
                             "error": c.error} for c in self.candidates],
@@ -193,16 +205,29 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     base = baseline_callables(task, inputs, options.baselines)
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
+    timings: list[Timing] = []
     with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps these
         for _ in range(options.rounds):
             for name, fn in base.items():
                 with blas_threads(task.threads):
-                    samples[name].append(time_callable(fn, options.protocol).median)
+                    timings.append(time_callable(fn, options.protocol))
+                samples[name].append(timings[-1].median)
                 time.sleep(options.pause_s)
-            mine.append(time_callable(run, options.protocol).median)
+            timings.append(time_callable(run, options.protocol))
+            mine.append(timings[-1].median)
             time.sleep(options.pause_s)
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
-                       cands, tuning)
+                       cands, tuning, timings=len(timings), noisy_timings=count_noisy(timings, options.max_spread))
+
+
+def count_noisy(timings: Iterable[Timing], max_spread: float) -> int:
+    """How many of these timings were taken while the machine was busy (Timing.noisy: samples
+    spread more than max_spread, or CPU time stolen during them).
+
+    >>> count_noisy([Timing((1.0, 1.02)), Timing((1.0, 1.5)), Timing((1.0, 1.0), stolen=2)], 1.10)
+    2
+    """
+    return sum(t.noisy(max_spread) for t in timings)
 
 
 def _final_pick(task: Task, ok: list[Candidate], inputs: list[np.ndarray],
@@ -245,4 +270,7 @@ def format_result(r: BenchResult) -> str:
     mc = r.median_compile_seconds
     median = f"; median compile {mc:.2f} s CPU each" if mc is not None else ""
     lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s{median}")
+    if r.noisy:
+        lines.append(f"  the machine was busy while timing ({r.noisy_timings} of {r.timings} timings had spread-out "
+                     "samples or stolen CPU time): the ratios are rough")
     return "\n".join(lines)

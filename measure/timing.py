@@ -72,6 +72,15 @@ class Timing:
     def spread(self) -> float:
         return max(self.samples) / min(self.samples)
 
+    def noisy(self, max_spread: float = 1.10) -> bool:
+        """Whether the machine was busy during this timing: its samples stayed spread out (max/min
+        over max_spread), or CPU time was stolen during a kept one.
+
+        >>> Timing((1.0, 1.05)).noisy(), Timing((1.0, 1.3)).noisy(), Timing((1.0, 1.0), stolen=1).noisy()
+        (False, True, True)
+        """
+        return self.spread > max_spread or self.stolen > 0
+
 
 def _flusher(nbytes: int) -> Callable[[], None]:
     import numpy as np

@@ -174,7 +174,7 @@ class _Worker:
                     t = time_callable(run, proto)
                 if costs is None or t.spread < (max(costs) / min(costs)):
                     costs = list(t.samples)
-                noisy = t.spread > float(p.get("max_spread", 1.1)) or t.stolen > 0
+                noisy = t.noisy(float(p.get("max_spread", 1.1)))
                 if not noisy:
                     break
             return {"ok": True, "costs": costs, "compile_s": compile_s, "noisy": noisy}

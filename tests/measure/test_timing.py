@@ -77,3 +77,9 @@ def test_the_steal_counter_is_read_on_linux():
     import measure.timing as timing
     got = timing._steal_ticks(None)
     assert got is None if not sys.platform.startswith("linux") else got >= 0
+
+
+def test_a_timing_is_noisy_when_its_samples_spread_or_cpu_time_was_stolen():
+    assert not Timing((1.0, 1.1)).noisy(1.10) and not Timing((1.0, 1.0), retaken=4).noisy()
+    assert Timing((1.0, 1.11)).noisy(1.10) and not Timing((1.0, 1.11)).noisy(1.2)
+    assert Timing((1.0, 1.0), stolen=1).noisy(2.0)  # a kept sample lost CPU time: noisy at any spread
