@@ -265,7 +265,8 @@ def format_result(r: BenchResult) -> str:
     if "torch" not in r.baselines and t.template.torch_reference is not None:
         import importlib.util
         if importlib.util.find_spec("torch") is None:
-            lines.append("  torch     not timed: PyTorch is not installed (pip install \".[gnn]\" adds it)")
+            lines.append("  torch     not timed: PyTorch is not installed; pip install 'autotune[gnn]' adds it "
+                         "(torch==2.13.0)")
     errs = sum(c.error is not None for c in r.candidates)
     mc = r.median_compile_seconds
     median = f"; median compile {mc:.2f} s CPU each" if mc is not None else ""

@@ -1,10 +1,16 @@
 """bench: the best candidate is chosen after the finalists are timed again in alternating rounds;
-a comparison timed while the machine was busy says so."""
+a comparison timed while the machine was busy says so; a missing PyTorch names the extra that has it."""
 from __future__ import annotations
 
+import configparser
 import json
+import re
+import sys
+
+import pytest
 
 from autotune.bench import BenchOptions, BenchResult, Candidate, _final_pick, count_noisy, format_result
+from autotune.environment import ROOT
 from autotune.task import Task
 from measure.timing import Timing
 
@@ -53,3 +59,12 @@ def test_a_noisy_comparison_prints_one_line_and_says_so_in_the_json():
     out = json.loads(json.dumps(busy.to_json()))
     assert out["noisy"] is True and out["noisy_timings"] == 2 and out["timings"] == 9
 
+
+def test_without_torch_the_hint_names_the_extra_that_installs_it(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if PyTorch were not installed
+    (hint,) = [line for line in format_result(_result()).splitlines() if "torch" in line]
+    extra = re.search(r"pip install 'autotune\[(\w+)\]'", hint)
+    assert extra is not None, hint
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert "torch" in cfg["options.extras_require"][extra.group(1)], hint

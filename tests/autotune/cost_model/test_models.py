@@ -93,6 +93,21 @@ def test_one_registry_names_every_model() -> None:
         assert m.needs_graphs is (kind == "gnn")  # declared by every model, not probed
 
 
+def test_the_extra_a_missing_package_names_installs_it() -> None:
+    import configparser
+
+    from autotune.environment import ROOT
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    extras = cfg["options.extras_require"]
+    needs = [(kind, module, extra) for kind, e in REGISTRY.items() for module, _, extra in e.requires]
+    assert ("gnn", "torch", "gnn") in needs
+    for kind, module, extra in needs:  # the hint of check_available: pip install 'autotune[EXTRA]'
+        assert module in extras[extra].split() or any(r.startswith(module + "=") for r in extras[extra].split()), \
+            (kind, extra)
+        assert module in extras["all"], (kind, "all")
+
+
 def test_model_errors(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not been trained"):
         make_model("xgb").predict(np.zeros((1, feature_length())))
