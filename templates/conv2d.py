@@ -455,7 +455,7 @@ def reference_bias_relu(X: np.ndarray, W: np.ndarray, b: np.ndarray, stride: int
 
 def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
     """Configs that were fast on a 2-core AVX-512 machine at the default shape: for a pointwise
-    window, 4 channels x 2 vectors of pixels on the flattened image (define_pointwise); with stride 1, the
+    window, 4 (then 6) channels x 2 vectors of pixels on the flattened image (define_pointwise); with stride 1, the
     flattened-width layout with 8 channels x 3 vectors of pixels (its input padded per thread, or
     once on one thread), first with the channel block whose window fits a quarter of L1
     (`l1_channel_block`), then unsplit; then the channel-blocked input (padded per thread, or once
@@ -473,8 +473,9 @@ def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None
         pad_at = "root" if threads == 1 else "blocked_thread"
         flat = [(tile, pad_at, "crs", "oh_k", l1_channel_block(shape, dtype, tile, target, cbs)),
                 (tile, pad_at, "crs", "oh_k", None)]
-    if is_pointwise(shape):  # straight on the flattened image; 4 x 2 vectors ran at 1.29x torch (AVX2, 1x256x56x56 -> 64)
-        flat = [(f"w4x{2 * vec}", "none", "rsc", "oh_k", None)] + flat
+    if is_pointwise(shape):  # straight on the flattened image: 4 and 6 channels x 2 vectors (on AVX2,
+        # 1x256x56x56 -> 64, 6 x 2 vectors was the best kernel of three tuning runs: 1.10-1.31x torch)
+        flat = [(f"w4x{2 * vec}", "none", "rsc", "oh_k", None), (f"w6x{2 * vec}", "none", "crs", "oh_k", None)] + flat
     for tile, pad_at, red, outer, cb in flat + [
             (f"{2 * vec}x2x7", "blocked_thread", "rsc", "k_oh", None), (f"{2 * vec}x2x7", "blocked_root", "rsc", "k_oh", None),
             (f"{2 * vec}x1x14", "blocked_thread", "rsc", "k_oh", None), (f"{2 * vec}x2x4", "blocked_root", "rsc", "k_oh", None)]:
@@ -507,22 +508,25 @@ def l1_channel_block(shape: Shape, dtype: str, tile: str, target: Target, cbs: l
 
 def nearest_tile(tile: str, offered: list[str], vec: int) -> str:
     """`tile` if the space offers it, else the offered tile of the same kind (GEMM "g",
-    flattened-width "w" or direct) with the most accumulator vectors, then the channel block
-    nearest to tile's.
+    flattened-width "w" or direct) with the most accumulator vectors, then the pixel (or column)
+    block nearest to tile's, then the channel block (on AVX2, "w8x24" becomes w4x24, not the
+    w6x16 of as many vectors: 1.3-1.6x slower on a 3x3 window).
 
     >>> nearest_tile("32x2x7", ["16x1x4", "16x2x4", "32x1x4", "w8x32"], 16)
     '32x1x4'
+    >>> nearest_tile("w8x24", ["w4x16", "w4x24", "w6x16", "w8x8"], 8)
+    'w4x24'
     """
     if tile in offered:
         return tile
     kind = lambda t: t[0] if t[0] in "gw" else ""  # noqa: E731
     dims = lambda t: [int(x) for x in t[len(kind(t)):].split("x")]  # noqa: E731
-    kb = dims(tile)[0]
+    want = dims(tile)
 
-    def size(t: str) -> tuple[int, int]:
+    def size(t: str) -> tuple[int, int, int]:
         d = dims(t)
         vectors = d[0] * -(-d[1] // vec) if kind(t) else -(-d[0] // vec) * d[1] * d[2]
-        return vectors, -abs(d[0] - kb)
+        return vectors, -abs(d[-1] - want[-1]), -abs(d[0] - want[0])
     same = [t for t in offered if kind(t) == kind(tile)]
     return max(same, key=size) if same else offered[0]
 
