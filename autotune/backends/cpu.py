@@ -17,9 +17,9 @@ import numpy as np
 
 from autotune.codegen.source import generate_source, source_hash
 from autotune.cost_model.features import extract
-from autotune.errors import AutotuneError
 from autotune.cost_model.graph import ProgramGraph, nest_graph
 from autotune.cost_model.roofline import RooflineModel
+from autotune.errors import AutotuneError
 from autotune.ir.stmt import LoopNest
 from autotune.schedule.lower import lower
 
