@@ -30,7 +30,7 @@ from autotune.schedule.schedule import Schedule
 NP_DTYPE = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64", "int32": "np.int32",
             "bool": "np.bool_"}
 NB_DTYPE = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "boolean"}
-RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel"}
+RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel", "KernelPipeline"}
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
@@ -102,7 +102,7 @@ class Printer:
         self.pending: list[str] = []
         self.temps = 0
         self.guarded = 0  # inside a select's branch: nothing new is hoisted (it may be unsafe to evaluate)
-        self.helpers = {"stack_empty"}  # what the kernels import from autotune.codegen.runtime
+        self.helpers = {"stack_empty", "KernelPipeline"}  # what the kernels import from autotune.codegen.runtime
 
     def name(self, obj: Var | Tensor) -> str:
         key = id(obj)
@@ -286,7 +286,7 @@ def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...]) -> list[
     args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
     flags = "{" + ", ".join(repr(f) for f in sorted(fastmath)) + "}"
     out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\", "
-           "no_cpython_wrapper=True)",
+           "no_cpython_wrapper=True, pipeline_class=KernelPipeline)",
            f"def {fn.name}({', '.join(args)}):"]
     for lb in fn.locals:
         if lb.scope == "stack":
