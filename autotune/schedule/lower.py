@@ -16,7 +16,7 @@ from autotune.dtypes import ITEMSIZE
 from autotune.errors import ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.affine import Affine, from_affine, interval, simplify, to_affine
-from autotune.ir.expr import BinOp, Cmp, Const, Expr, Load, Reduce, Tensor, Var
+from autotune.ir.expr import BinOp, Cmp, Const, Expr, Load, Reduce, Select, Tensor, Var
 from autotune.ir.stmt import For, Function, If, LocalBuffer, LoopNest, Seq, Stmt, Store, seq
 from autotune.schedule.schedule import Schedule, Stage
 
@@ -398,8 +398,8 @@ class Lowerer:
 
     def _first_visit(self, n: StageNest) -> Expr | None:
         """With reduction loops outside the accumulator tile, the condition under which a tile's
-        write-back is the first for its outputs (each of those loops at 0): that write-back stores,
-        later ones combine, and the output needs no init pass. None when there are no such loops
+        write-back is the first for its outputs (each of those loops at 0): that write-back reads the
+        output as the identity, and the output needs no init pass. None when there are no such loops
         of more than one iteration (every write-back is the only one: it stores)."""
         st = n.st
         if n.reduce_op is None or n.first_red is None or n.cache_pos is None or n.first_red > n.cache_pos:
@@ -413,19 +413,20 @@ class Lowerer:
 
     def _writeback(self, n: StageNest) -> Stmt:
         """Store the accumulator tile into the output, clamped to the axes' ends; with reduction
-        loops outside the tile, store on the first visit and combine (e.g. add) on the later ones."""
+        loops outside the tile, combine (e.g. add) it with the output, which the first visit reads
+        as the reduction's identity. (A store nest and a combine nest, each with its tails, made
+        GEMM's 4x24 tiles compile 25% slower, for no faster kernel.)"""
         first = self._first_visit(n)
-        if first is None:
-            return self._writeback_nest(n, accumulate=False)
-        return If(first, self._writeback_nest(n, accumulate=False), self._writeback_nest(n, accumulate=True))
-
-    def _writeback_nest(self, n: StageNest, accumulate: bool) -> Stmt:
         ws = {a: Var(f"{n.st.name}_w{k}") for k, a in enumerate(n.acc_dims)}
         idx = []
         for a in n.spatial:
             idx.append(simplify(n.acc_base[a] + ws[a], self.ranges) if a in ws else n.axis_expr[a])
         src = Load(n.acc, tuple(ws[a] for a in n.acc_dims) or (Const(0),))  # type: ignore[arg-type]
-        val = combine(n.reduce_op, Load(n.out_buf, tuple(idx)), src) if accumulate else src  # type: ignore[arg-type]
+        if first is None:
+            val: Expr = src
+        else:
+            old = Select(first, init_value(n.reduce_op, n.st.tensor.dtype), Load(n.out_buf, tuple(idx)))  # type: ignore[arg-type]
+            val = combine(n.reduce_op, old, src)  # type: ignore[arg-type]
         body: Stmt = Store(n.out_buf, tuple(idx), val)
         for k, a in reversed(list(enumerate(n.acc_dims))):
             w, e = ws[a], n.acc_ext[a]
