@@ -38,8 +38,10 @@ SCHEMA_VERSION = 1
 class BenchOptions:
     """trials: configs to try (presets first, then the search's); finalists: how many of the
     fastest candidates (those within finalist_within of the fastest) are timed again, in
-    alternating rounds, before the best is chosen (a busy spell of the machine favours whichever
-    candidate was timed outside it); rounds: alternating baseline/kernel timing blocks for the
+    pick_rounds alternating rounds with the final protocol, before the best is chosen (a busy
+    spell of the machine favours whichever candidate was timed outside it: with 3 finalists and
+    3 rounds of the search's protocol, the 3x3 convolution's picks were 10-20% slower than its
+    preset timed in the same process); rounds: alternating baseline/kernel timing blocks for the
     final comparison; pause_s: idle time between blocks (BLAS threads keep spinning after a call
     and slow whatever runs next); max_spread: a timing of the final comparison whose samples
     spread more than this (max/min), or lost CPU time to the hypervisor, makes the result noisy."""
@@ -48,7 +50,8 @@ class BenchOptions:
     protocol: TimingProtocol = TimingProtocol(warmup=2, number=1, repeat=5, min_repeat_ms=100)
     search_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
     rounds: int = 3
-    finalists: int = 3
+    finalists: int = 5
+    pick_rounds: int = 5
     finalist_within: float = 1.25
     pause_s: float = 0.5
     max_spread: float = 1.10
@@ -246,9 +249,9 @@ def _final_pick(task: Task, ok: list[Candidate], inputs: list[np.ndarray],
         return finalists[0], runs[0]
     times: list[list[float]] = [[] for _ in runs]
     with TimingLock(lock_path(settings().cache_dir)):
-        for _ in range(options.rounds):
+        for _ in range(options.pick_rounds):
             for t, run in zip(times, runs):
-                t.append(time_callable(run, options.search_protocol).median)
+                t.append(time_callable(run, options.protocol).median)
     i = min(range(len(runs)), key=lambda k: statistics.median(times[k]))
     return finalists[i], runs[i]
 

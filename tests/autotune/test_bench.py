@@ -23,7 +23,7 @@ def test_a_lucky_tuning_time_does_not_pick_the_slower_kernel():
                         "kc": min(sp.by_name["kc"].values()), "pack_a": False})
     # the slow kernel was timed in a quiet spell (a fast time), the good one in a busy one
     cands = [Candidate(slow, seconds=1.0e-4), Candidate(good, seconds=1.2e-4), Candidate(slow, seconds=5e-4)]
-    best, run = _final_pick(task, cands, task.inputs(seed=1), BenchOptions(rounds=3))
+    best, run = _final_pick(task, cands, task.inputs(seed=1), BenchOptions(pick_rounds=3))
     assert best.config == good
     assert run().shape == (192, 192)
 
