@@ -39,6 +39,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from autotune.errors import AutotuneError
 
 SCHEMA_VERSION = 1
+MAX_KERNEL_KEY = 64
 ERROR_KINDS = ("compile_error", "compile_timeout", "runtime_error", "run_timeout", "wrong_answer", "worker_crashed",
                "infrastructure")
 MAX_LINE = 1 << 20
@@ -70,6 +71,9 @@ class Record:
     # a template-free op's compute definition as data (autotune.ir.serialize), so the record can be
     # rebuilt without the user's code; None for a template
     definition: Mapping[str, Any] | None = None
+    # the measured kernel's key (Backend.kernel_key: the hash of its source), so a resumed tuner
+    # knows which kernels were measured without generating their sources again; None if unknown
+    kernel: str | None = None
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -101,7 +105,8 @@ class Record:
                 "costs": list(self.costs) if self.costs is not None else None,
                 "error": self.error, "message": self.message, "compile_s": self.compile_seconds,
                 "ts": self.timestamp, "target": dict(self.target), "strategy": self.strategy, "noisy": self.noisy,
-                **({"definition": dict(self.definition)} if self.definition is not None else {})}
+                **({"definition": dict(self.definition)} if self.definition is not None else {}),
+                **({"kernel": self.kernel} if self.kernel is not None else {})}
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
@@ -151,6 +156,11 @@ class Record:
         definition = d.get("definition")
         if definition is not None and not isinstance(definition, dict):
             raise RecordError("field 'definition' must be null or a definition object")
+        kernel = d.get("kernel")
+        if kernel is not None and not (isinstance(kernel, str) and 0 < len(kernel) <= MAX_KERNEL_KEY
+                                       and kernel.isascii() and kernel.isalnum()):
+            raise RecordError(f"field 'kernel' must be null or a kernel key of at most {MAX_KERNEL_KEY} letters "
+                              "and digits")
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
@@ -159,7 +169,7 @@ class Record:
                    compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
-                   definition=definition)
+                   definition=definition, kernel=kernel)
 
     # ---- validation against the operator's space ----------------------------------------------
     def task(self):  # type: ignore[no-untyped-def]

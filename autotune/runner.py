@@ -51,6 +51,7 @@ class MeasureResult:
     compile_seconds: float | None = None
     timestamp: float = field(default_factory=time.time)
     noisy: bool = False
+    kernel: str | None = None  # the kernel's key when known (a result read back from a log)
 
     @property
     def ok(self) -> bool:

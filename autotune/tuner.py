@@ -18,7 +18,8 @@ A config that builds the same kernel as one measured (equal `Backend.kernel_key`
 ignores, a block clamped to the matrix) is not measured again: the strategy is given its twin's
 result, nothing is logged and no trial is spent (TuneResult.duplicates counts them). After
 TWIN_ROUNDS rounds in a row of nothing but such twins the run stops: the space has no other kernel
-the strategy finds.
+the strategy finds. Each record keeps its kernel's key, so a resumed run knows the logged kernels
+without generating their sources again (records of older logs have none: theirs are generated).
 
 Example::
 
@@ -84,17 +85,18 @@ Callback = Callable[[Task, Sequence[Config], Sequence[MeasureResult]], None]
 
 
 def result_to_record(task: Task, cfg: Config, res: MeasureResult, strategy: str | None,
-                     target: Mapping[str, Any]) -> Record:
+                     target: Mapping[str, Any], kernel: str | None = None) -> Record:
     return Record(op=task.op, shape=task.shape_dict, dtype=task.dtype, threads=task.threads, config=cfg.to_json(),
                   costs=list(res.costs) if res.ok else None, error=res.error.value if res.error else None,
                   message=res.message[:2000], compile_seconds=res.compile_seconds, timestamp=res.timestamp,
                   target=dict(target), strategy=strategy, noisy=res.noisy,
-                  definition=task.template.definition(task.shape_dict, task.dtype) if task.template.definition else None)
+                  definition=task.template.definition(task.shape_dict, task.dtype) if task.template.definition else None,
+                  kernel=kernel if kernel is not None else res.kernel)
 
 
 def record_to_result(r: Record) -> MeasureResult:
     return MeasureResult(tuple(r.costs) if r.ok else None, ErrorKind(r.error) if r.error else None,  # type: ignore[arg-type]
-                         r.message, r.compile_seconds, r.timestamp)
+                         r.message, r.compile_seconds, r.timestamp, kernel=r.kernel)
 
 
 class Tuner:
@@ -143,7 +145,7 @@ class Tuner:
         history: list[tuple[float, float]] = []
 
         backend = backend_of(self.task)
-        kernel_keys: dict[Config, str | None] = {}
+        kernel_keys: dict[Config, str | None] = {c: r.kernel for c, r in previous if r.kernel is not None}
         measured_kernels: dict[str, tuple[Config, MeasureResult]] = {}  # kernel key -> its measurement
 
         def kernel_key(c: Config) -> str | None:
@@ -208,7 +210,7 @@ class Tuner:
                         break
                     continue
             idle = 0
-            results = self._measure(configs, claims)
+            results = self._measure(configs, claims, kernel_key)
             verdicts = [(c, r) for c, r in zip(configs, results) if not r.infrastructure]
             faults = [(c, r) for c, r in zip(configs, results) if r.infrastructure]
             for c, r in verdicts:
@@ -261,14 +263,16 @@ class Tuner:
                     first[k] = c
         return keep, twins, batch_twins
 
-    def _measure(self, configs: Sequence[Config], claims: Claims | None) -> list[MeasureResult]:
-        """Measure a batch, logging each result as the runner reports it; release the claims after."""
+    def _measure(self, configs: Sequence[Config], claims: Claims | None,
+                 kernel_key: Callable[[Config], str | None]) -> list[MeasureResult]:
+        """Measure a batch, logging each result (with its kernel's key) as the runner reports it;
+        release the claims after."""
         logged = [False] * len(configs)
         strategy = getattr(self.strategy, "name", None)
 
         def log_one(i: int, r: MeasureResult) -> None:
             if self.log is not None and not logged[i]:
-                self.log.append(result_to_record(self.task, configs[i], r, strategy, self.target))
+                self.log.append(result_to_record(self.task, configs[i], r, strategy, self.target, kernel_key(configs[i])))
             logged[i] = True
         try:
             results = self.runner.run([MeasureInput(self.task, c) for c in configs], on_result=log_one)

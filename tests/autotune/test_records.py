@@ -81,6 +81,9 @@ def _line(**changes: object) -> str:
     (_line().replace('"op":"matmul"', '"op":"matmul","op":"conv2d"'), "duplicate key 'op'"),
     (_line().replace("0.001", "NaN"), "NaN is not a number"),
     (_line(config={"mr": [[[4]]]}), "config"),
+    (_line(kernel="../../etc/passwd"), "kernel"),
+    (_line(kernel="a" * 65), "kernel"),
+    (_line(kernel=7), "kernel"),
     ("{" * 5 + "garbage", "not valid"),
 ])
 def test_a_hostile_line_is_one_warning_with_file_and_line_and_the_rest_loads(tmp_path: Path, bad: str, why: str) -> None:

@@ -64,3 +64,22 @@ def test_a_resumed_run_measures_no_twin_of_a_logged_kernel(tmp_path: Path) -> No
     after = load_records(log.path)
     keys = [kernel_of(TASK.space().validate(r.config)) for r in after]
     assert len(before) == 6 and len(keys) == len(set(keys)) and res.duplicates > 0
+
+
+def test_the_log_keeps_each_kernels_key_and_a_resumed_run_reads_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    log = RecordLog(tmp_path / "tune.jsonl")
+    Tuner(TASK, make_strategy("random", TASK.space(), seed=2), ReplayRunner([], fallback=seconds_of), log).run(
+        TuneOptions(trials=5, batch=5))
+    logged = load_records(log.path)
+    assert [r.kernel for r in logged] == [kernel_of(TASK.space().validate(r.config)) for r in logged]
+    backend = type(backend_of(TASK))
+    real, asked = backend.kernel_key, []
+
+    def spy(self, task, cfg):  # type: ignore[no-untyped-def]
+        asked.append(cfg)
+        return real(self, task, cfg)
+    monkeypatch.setattr(backend, "kernel_key", spy)
+    Tuner(TASK, make_strategy("random", TASK.space(), seed=3), ReplayRunner([], fallback=seconds_of), log).run(
+        TuneOptions(trials=2, batch=2))
+    assert not {TASK.space().validate(r.config) for r in logged} & set(asked), \
+        "the resumed run generated the source of a logged kernel again"
