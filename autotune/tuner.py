@@ -91,7 +91,7 @@ def result_to_record(task: Task, cfg: Config, res: MeasureResult, strategy: str 
                   message=res.message[:2000], compile_seconds=res.compile_seconds, timestamp=res.timestamp,
                   target=dict(target), strategy=strategy, noisy=res.noisy,
                   definition=task.template.definition(task.shape_dict, task.dtype) if task.template.definition else None,
-                  kernel=kernel if kernel is not None else res.kernel)
+                  kernel=kernel)
 
 
 def record_to_result(r: Record) -> MeasureResult:
@@ -145,7 +145,7 @@ class Tuner:
         history: list[tuple[float, float]] = []
 
         backend = backend_of(self.task)
-        kernel_keys: dict[Config, str | None] = {c: r.kernel for c, r in previous if r.kernel is not None}
+        kernel_keys: dict[Config, str | None] = {}
         measured_kernels: dict[str, tuple[Config, MeasureResult]] = {}  # kernel key -> its measurement
 
         def kernel_key(c: Config) -> str | None:
@@ -162,6 +162,8 @@ class Tuner:
                 self.strategy.update([c for c, _ in pairs], [r for _, r in pairs])
             for c, r in pairs:
                 done.add(c)
+                if r.kernel is not None:  # read back from the log (this tuner's or another's)
+                    kernel_keys.setdefault(c, r.kernel)
                 k = kernel_key(c)
                 if k is not None and k not in measured_kernels:
                     measured_kernels[k] = (c, r)

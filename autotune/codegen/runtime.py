@@ -75,7 +75,7 @@ class KernelPipeline(CompilerBase):
     expressions and constant raises, and puts the IR in SSA form; generated kernels have none of
     those constructs, and every variable keeps one type. This pipeline keeps what they need:
     bytecode to IR, type inference, overload inlining (intrinsics), legalization and lowering.
-    Leaving out SSA and the rewrites made GEMM and conv2d candidates compile 12-20% faster with
+    Leaving out SSA and the rewrites made GEMM and conv2d candidates compile 10-22% faster with
     the same machine-code speed (measure/experiments/RESULTS.md). User kernels (`numba_tune`)
     keep Numba's default pipeline.
     """
