@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from autotune.codegen import Kernel
+from autotune.codegen.buffers import check_disjoint
 from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Record, best_per_task, from_target, load_records
 from autotune.target import current_target
@@ -194,6 +195,8 @@ class TunedOp:
             elif out.shape != oshape or out.dtype != odtype or not out.flags.c_contiguous:
                 raise ShapeError(f"{name}: out must be a C-contiguous {odtype} array of shape {_dims(oshape)}, got "
                                  f"{out.dtype} {_dims(out.shape)}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
+            else:
+                check_disjoint(ins, out)
             return run(ins, out)
         calls = self._local.__dict__.setdefault("calls", {})
         calls[key] = call

@@ -221,7 +221,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"# {task.key()}  config {cfg.key()}")
     if args.trace:
         print("# trace: " + json.dumps(sched.trace_json()))
-    print(generate_source(sched, reassoc=opts.reassoc))
+    print(generate_source(sched, reassoc=opts.reassoc, noalias=opts.noalias))
     return 0
 
 

@@ -153,11 +153,11 @@ class Task:
 
     def source(self, cfg: Config | Mapping[str, Any]) -> str:
         s, opts = self.schedule(cfg)
-        return generate_source(s, reassoc=opts.reassoc)
+        return generate_source(s, reassoc=opts.reassoc, noalias=opts.noalias)
 
     def build(self, cfg: Config | Mapping[str, Any]) -> Kernel:
         s, opts = self.schedule(cfg)
-        return build(s, threads=self.threads, reassoc=opts.reassoc, views=self.views())
+        return build(s, threads=self.threads, reassoc=opts.reassoc, noalias=opts.noalias, views=self.views())
 
     def views(self) -> list[tuple[int, ...]]:
         """The shapes callers pass and get: the template's definition's inputs, then its output

@@ -51,7 +51,7 @@ class CpuBackend:
         tile ignores, a block clamped to the matrix) give the same kernel."""
         try:
             sched, opts = task.schedule(cfg)
-            return source_hash(generate_source(sched, reassoc=opts.reassoc))
+            return source_hash(generate_source(sched, reassoc=opts.reassoc, noalias=opts.noalias))
         except AutotuneError:
             return None
 

@@ -23,6 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
+from autotune.errors import ShapeError
+
 HUGE_PAGE = 2 << 20
 CACHE_LINE = 64
 
@@ -49,3 +51,18 @@ def aligned_copy(a: np.ndarray) -> np.ndarray:
     out = aligned_empty(a.shape, a.dtype)
     out[...] = a
     return out
+
+
+def check_disjoint(inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+    """ShapeError if `out` shares memory with an input: kernels write their output while still
+    reading the inputs (and some are compiled assuming no overlap, NoAliasKernelPipeline).
+
+    >>> a = np.zeros(4, np.float32)
+    >>> check_disjoint([a], a[:2])
+    Traceback (most recent call last):
+    ...
+    autotune.errors.ShapeError: out overlaps input 0: pass a separate output array (or out=None)
+    """
+    for i, a in enumerate(inputs):
+        if np.may_share_memory(a, out):
+            raise ShapeError(f"out overlaps input {i}: pass a separate output array (or out=None)")

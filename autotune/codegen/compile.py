@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from autotune.codegen.buffers import aligned_empty
+from autotune.codegen.buffers import aligned_empty, check_disjoint
 from autotune.environment import configure_numba, settings
 from autotune.errors import CacheError, CompileError, ShapeError
 from autotune.ir.stmt import Function, LoopNest
@@ -225,6 +225,7 @@ class Kernel:
                              f"got {out.dtype} {out.shape}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
         else:
             result = out
+            check_disjoint(ins, out)
         inter = [aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates]
         args = tuple(ins) + (result.reshape(o.shape),) + tuple(inter)
         main, prologue = self._python_calls()
@@ -299,14 +300,14 @@ class Kernel:
         return self.bind(*arrays, out=out)()
 
 
-def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
+def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False, noalias: bool = False,
           cache_dir: Path | None = None, views: Sequence[tuple[int, ...]] = ()) -> Kernel:
     """Lower, generate, compile (or load from the disk cache) and wrap a schedule. The kernel's
     compile_seconds is the CPU time this thread spent on all of it: a compile worker paused while
     another kernel is timed, or waiting for a busy core, is not charged."""
     t0 = time.thread_time()
     nest = lower(sched)
-    source, modules = generate_sources(sched, nest, reassoc=reassoc)
+    source, modules = generate_sources(sched, nest, reassoc=reassoc, noalias=noalias)
     loaded = {name: load_module(text, cache_dir) for name, text in modules.items()}
     mod, path = loaded["kernel"]
     prologue = loaded["prologue"][0].prologue if "prologue" in loaded else None

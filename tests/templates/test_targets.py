@@ -69,6 +69,10 @@ def conv_tile_vectors(tile: str, shape, vec: int) -> tuple[int, int]:  # type: i
         mr, nr = (int(x) for x in tile[1:].split("x"))
         nvec = -(-min(nr, OH * OW) // vec)
         return min(mr, shape["K"]) * nvec, nvec + 1
+    if tile.startswith("f"):  # Winograd: MR tiles (broadcast) x NR channels, NR / lanes weight vectors
+        _, mr, nr = (int(x) for x in tile[1:].split("x"))
+        nvec = -(-min(nr, shape["K"]) // vec)
+        return mr * nvec, nvec + 1
     if tile.startswith("w"):
         kb, pb = (int(x) for x in tile[1:].split("x"))
         return min(kb, shape["K"]) * -(-pb // vec), 4
