@@ -34,8 +34,8 @@ run of the input::
 
 A 3x3 window with stride 1 and dilation 1 also has Winograd tiles "fMxMRxNR" (define and schedule
 in templates/conv2d_winograd.py): F(M x M, 3 x 3), its alpha^2 GEMMs in MR x NR register tiles,
-[cb] the input transform's channel block and [outer] the GEMM's loop order; the weights are
-transformed in the kernel's prologue, so these kernels take the same X and W.
+the other knobs do not apply; the weights are transformed in the kernel's prologue, so these
+kernels take the same X and W.
 Shape "1x64x56x56x64x3x3x1x1" is N=1 C=64 H=W=56 K=64 R=S=3 stride 1 pad 1 (dilation 1).
 """
 from __future__ import annotations
@@ -490,7 +490,7 @@ def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None
         # 1x256x56x56 -> 64, 6 x 2 vectors was the best kernel of three tuning runs: 1.10-1.31x torch)
         flat = [(f"w4x{2 * vec}", "none", "rsc", "oh_k", None), (f"w6x{2 * vec}", "none", "crs", "oh_k", None)] + flat
     wino = [t for t in offered if t.startswith("f4x4x")]
-    if wino:  # F(4x4, 3x3), 4 tiles x 2 vectors, the smallest channel block (on Zen 3 at 2 threads,
+    if wino:  # F(4x4, 3x3), 4 tiles x 2 vectors (on Zen 3 at 2 threads,
         # 1x64x56x56 -> 64: 1.5-1.7x the direct kernel, 1.7-2.0x torch)
         flat = [(wino[0], "blocked_thread", "crs", "k_oh", min(cbs))] + flat
     for tile, pad_at, red, outer, cb in flat + [

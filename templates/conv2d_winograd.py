@@ -6,7 +6,7 @@ tiles (tile index p = th * TW + tw per image; alpha = m + 2 input pixels a side)
 ROWS_PER_BLOCK output rows at once; the threads split the blocks::
 
     U[e, f, c, k]       = (G W[k, c] G^T)[e, f]           the prologue, once per call
-    Xb[C/vb, N, Hq, Wq, vb] = X zero padded, blocked by vb channels  (per block)     [cb -> vb]
+    Xb[C/vb, N, Hq, Wq, vb] = X zero padded, blocked by vb = NR channels  (per block)
     T1[n, p, e, j, c]   = sum_i Bt[e, i] Xb[.., th*m + i, tw*m + j, ..]      (Bt d: rows)
     V[e, f, n, p, c]    = sum_j Bt[f, j] T1[n, p, e, j, c]                   (Bt d B)
     M[e, f, n, p, k]    = sum_c V[e, f, n, p, c] U[e, f, c, k]   alpha^2 GEMMs: MR tiles x NR
@@ -15,10 +15,10 @@ ROWS_PER_BLOCK output rows at once; the threads split the blocks::
     Yt[n, p, a, b, k]   = sum_f At[b, f] O1[n, p, a, f, k]                   (At M A)
     Y[n, k, oh, ow]     = Yt[n, (oh // m) * TW + ow // m, oh % m, ow % m, k]
 
-The input transform is two reductions over Bt (a constant prologue stage): few statements, so the
-kernel compiles in seconds. The output and weight transforms are select chains over the
-(unrolled) row index, only the non-zero taps: each copy is one short vector expression (the
-input transform that way compiled in 17-20 s). Kernels compile with NoAliasKernelPipeline
+The input and weight transforms are reductions over the constant matrices Bt and G (prologue
+stages): few statements, so the kernel compiles in seconds (the input transform as select chains
+over the unrolled rows, only the non-zero taps, compiled in 17-20 s). The output transform is such
+a select chain: each unrolled row one short vector expression. Kernels compile with NoAliasKernelPipeline
 (`CodegenOptions.noalias`): without it LLVM guards every vectorized loop against overlapping
 arrays and keeps the input transform's sums in memory; the kernel ran 3.2x slower (3.78 against
 1.17 ms at 1x64x56x56 -> 64, Zen 3, 2 threads) and compiled 5-20% slower.
@@ -130,8 +130,10 @@ def define(shape: Mapping[str, int], dtype: str, m: int) -> te.Tensor:
     Bt, G, At = matrices(m)
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((K, C, 3, 3), dtype, name="W")
-    GW = te.compute((m + 2, C, 3, K), lambda e, c, s, k: _rows(G, e, lambda r: Wt[k, c, r, s], dtype), name="GW")
-    U = te.compute((m + 2, m + 2, C, K), lambda e, f, c, k: _rows(G, f, lambda s: GW[e, c, s, k], dtype), name="U")
+    Gc = _const_matrix(G, dtype, "Gc")
+    gr, gs = te.reduce_axis(3, name="gr"), te.reduce_axis(3, name="gs")
+    GW = te.compute((m + 2, C, 3, K), lambda e, c, s, k: te.sum(Gc[e, gr] * Wt[k, c, gr, s], axis=gr), name="GW")
+    U = te.compute((m + 2, m + 2, C, K), lambda e, f, c, k: te.sum(Gc[f, gs] * GW[e, c, gs, k], axis=gs), name="U")
     zero = te.const(0, dtype)
     Xp = te.compute((N, C, Hq, Wq), lambda n, c, hp, wp: te.select(
         te.all_of(hp >= pad, hp < H + pad, wp >= pad, wp < W + pad), X[n, c, hp - pad, wp - pad], zero), name="Xp")
@@ -153,15 +155,16 @@ def define(shape: Mapping[str, int], dtype: str, m: int) -> te.Tensor:
 
 
 def schedule(s: Schedule, cfg: Mapping[str, Any], shape: Mapping[str, int], threads: int) -> CodegenOptions:
-    """Schedule `define`'s stages for a tile "fMxMRxNR"; cfg["cb"] is the input transform's channel
-    block. conv2d's other knobs do not apply (their configs are one kernel, measured once): each
-    candidate compiles in 3-4 s, so the space offers few."""
+    """Schedule `define`'s stages for a tile "fMxMRxNR". conv2d's other knobs do not apply (their
+    configs are one kernel, measured once): each Winograd candidate compiles in about 4 s, so the
+    space offers two."""
     m, mr, nr = parse_tile(cfg["tile"])
     C, K = shape["C"], shape["K"]
     g = geometry(shape, m)
     TH, TW = g["TH"], g["TW"]
     R = min(max(1, ROWS_PER_BLOCK // m), TH)
-    nr, vb = min(nr, K), min(cfg["cb"], C)
+    nr = min(nr, K)
+    vb = min(nr, C)  # the input transform's channel block: two vectors, as NR (16, 32 and 64 ran within noise)
     # Y: blocks of R tile rows (m*R output rows), the threads' chunks contiguous
     nblk = -(-TH // R)
     per = -(-nblk // threads) if threads > 1 else nblk
@@ -204,12 +207,9 @@ def schedule(s: Schedule, cfg: Mapping[str, Any], shape: Mapping[str, int], thre
     s.reorder("T1", "n", "tr", "tc", "tco", "e", "j", "ti", "tci")
     s.vectorize("T1", "tci")
     # U = G W G^T in the prologue, vectorized along k (U's contiguous axis), G's rows unrolled
-    s.reorder("GW", "e", "c", "s", "k")
-    s.unroll("GW", "e")
-    s.unroll("GW", "s")
+    s.reorder("GW", "e", "c", "s", "gr", "k")
     s.vectorize("GW", "k")
-    s.reorder("U", "f", "e", "c", "k")
-    s.unroll("U", "f")
+    s.reorder("U", "e", "f", "c", "gs", "k")
     s.vectorize("U", "k")
     s.pack("Xp", 1, vb, "Xb")
     s.compute_inline("Xp")

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> dict:
             s, _ = task.schedule({**base, "tile": tile})
             t0 = time.thread_time()
             k = build(s, threads=args.threads, noalias=noalias)
-            name = f"{tile} cb={base['cb']}{'' if noalias else ' (aliasing checked)'}"
+            name = f"{tile}{'' if noalias else ' (aliasing checked)'}"
             kernels[name] = (time.thread_time() - t0, float(np.abs(k(*ins) - ref).max() / np.abs(ref).max()))
             fns[name] = k.bind(*ins)
     for p in [p for p in task.presets() if not p["tile"].startswith("f")][:2]:
