@@ -69,3 +69,7 @@ def test_bad_uses_are_clear_errors(tmp_path: Path) -> None:
     mm = autotune.op("matmul", policy="default")
     with pytest.raises(AutotuneError, match="dtype"):
         mm(np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float64))
+    a = np.ones((4, 4), np.float32)
+    with warnings.catch_warnings(), pytest.raises(AutotuneError, match="out overlaps input 0"):  # noalias kernels
+        warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
+        mm(a, a.copy(), out=a)
