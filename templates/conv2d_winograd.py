@@ -154,6 +154,16 @@ def define(shape: Mapping[str, int], dtype: str, m: int) -> te.Tensor:
                       lambda n, k, oh, ow: Yt[n, (oh // m) * TW + ow // m, oh % m, ow % m, k], name="Y")
 
 
+def _rows_by_vectors(s: Schedule, stage: str, nr: int, row: str, col: str) -> None:
+    """An output-transform stage: k in vectors of NR channels innermost, the select's row and the
+    other row axis outside it, both unrolled (each copy one short expression, its select folded)."""
+    s.split(stage, "k", nr, "ko", "ki")
+    s.reorder(stage, "n", "p", "ko", row, col, "ki")
+    s.unroll(stage, row)
+    s.unroll(stage, col)
+    s.vectorize(stage, "ki")
+
+
 def schedule(s: Schedule, cfg: Mapping[str, Any], shape: Mapping[str, int], threads: int) -> CodegenOptions:
     """Schedule `define`'s stages for a tile "fMxMRxNR". conv2d's other knobs do not apply (their
     configs are one kernel, measured once): each Winograd candidate compiles in about 4 s, so the
@@ -177,17 +187,9 @@ def schedule(s: Schedule, cfg: Mapping[str, Any], shape: Mapping[str, int], thre
         s.parallel("Y", "ot")
     # output transform per block (Yt) and per tile (O1): the select's row outer, unrolled and folded
     s.compute_at("Yt", "Y", "om")
-    s.split("Yt", "k", nr, "yko", "yki")
-    s.reorder("Yt", "n", "p", "yko", "b", "a", "yki")
-    s.unroll("Yt", "a")
-    s.unroll("Yt", "b")
-    s.vectorize("Yt", "yki")
+    _rows_by_vectors(s, "Yt", nr, "b", "a")
     s.compute_at("O1", "Yt", "p")
-    s.split("O1", "k", nr, "oko", "oki")
-    s.reorder("O1", "n", "p", "oko", "a", "f", "oki")
-    s.unroll("O1", "a")
-    s.unroll("O1", "f")
-    s.vectorize("O1", "oki")
+    _rows_by_vectors(s, "O1", nr, "a", "f")
     # the alpha^2 GEMMs of the block: MR tiles x NR channels in registers
     s.compute_at("M", "Yt", "n")
     s.split("M", "p", mr, "po", "pi")

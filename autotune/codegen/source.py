@@ -109,7 +109,7 @@ class Printer:
         self.pending: list[str] = []
         self.temps = 0
         self.guarded = 0  # inside a select's branch: nothing new is hoisted (it may be unsafe to evaluate)
-        self.helpers = {"stack_empty", "KernelPipeline"}  # what the kernels import from autotune.codegen.runtime
+        self.helpers = {"stack_empty"}  # what the kernels import from autotune.codegen.runtime (+ their pipeline)
 
     def name(self, obj: Var | Tensor) -> str:
         key = id(obj)
@@ -291,8 +291,7 @@ def signature(fn: Function) -> str:
 def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...], noalias: bool = False) -> list[str]:
     body = unroll(fn.body)
     pipeline = "NoAliasKernelPipeline" if noalias else "KernelPipeline"
-    if noalias:
-        p.helpers = (p.helpers - {"KernelPipeline"}) | {pipeline}
+    p.helpers.add(pipeline)
     args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
     flags = "{" + ", ".join(repr(f) for f in sorted(fastmath)) + "}"
     out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\", "

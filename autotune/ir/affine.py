@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autotune.ir.expr import BinOp, Call, Cmp, Const, Expr, Select, Var, children, rebuild
+from autotune.ir.expr import CMP_OPS, BinOp, Call, Cmp, Const, Expr, Select, Var, children, rebuild
 
 Ranges = dict[Var, tuple[int, int]]  # inclusive bounds
 
@@ -132,9 +132,7 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
             e = rebuild(e, new)
     if isinstance(e, Cmp) and isinstance(e.a, Const) and isinstance(e.b, Const):
         # constant conditions (a constant matrix indexed by unrolled loops) fold to a bool
-        ops = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
-               ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y}
-        return Const(bool(ops[e.op](e.a.value, e.b.value)), "bool")
+        return Const(bool(CMP_OPS[e.op](e.a.value, e.b.value)), "bool")
     if isinstance(e, Select) and isinstance(e.cond, Const):
         return e.true if e.cond.value else e.false
     if isinstance(e, BinOp):

@@ -27,14 +27,12 @@ import numpy as np
 
 from autotune.errors import DefinitionError
 from autotune.ir import expr as te
-from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Reduce, Select, Tensor, Var
+from autotune.ir.expr import CMP_OPS, BinOp, Call, Cast, Cmp, Const, Expr, Load, Reduce, Select, Tensor, Var
 
 BLOCK = 1 << 22  # grid points evaluated at once
 
 _BIN = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "//": np.floor_divide,
         "%": np.mod, "min": np.minimum, "max": np.maximum, "and": np.logical_and, "or": np.logical_or}
-_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
-        "!=": np.not_equal}
 _CALL = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs, "neg": np.negative,
          "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x))}
 _COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
@@ -103,7 +101,7 @@ def _eval(e: Expr, grids: Mapping[Var, np.ndarray], values: Mapping[str, np.ndar
     if isinstance(e, BinOp):
         return _BIN[e.op](_eval(e.a, grids, values), _eval(e.b, grids, values))
     if isinstance(e, Cmp):
-        return _CMP[e.op](_eval(e.a, grids, values), _eval(e.b, grids, values))
+        return CMP_OPS[e.op](_eval(e.a, grids, values), _eval(e.b, grids, values))
     if isinstance(e, Call) and e.func == "pow2":
         lo, hi = te.POW2_EXPONENTS[e.dtype or "float64"]
         n = np.clip(np.trunc(_eval(e.args[0], grids, values)), lo, hi)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import operator
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -113,9 +114,14 @@ class BinOp(Expr):
         return promote(self.a.dtype, self.b.dtype)
 
 
+# a comparison's operator: on Python numbers (constant folding) and on NumPy arrays elementwise
+CMP_OPS: dict[str, Callable] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+                                "==": operator.eq, "!=": operator.ne}
+
+
 @dataclass(frozen=True, eq=False)
 class Cmp(Expr):
-    op: str  # < <= > >= == !=
+    op: str  # a key of CMP_OPS
     a: Expr
     b: Expr
     dtype: str | None = "bool"
