@@ -17,9 +17,10 @@ def __getattr__(name: str):  # the API pulls in numba: import it on first use
     if name == "autotune_numba":
         from autotune import numba_tune
         return numba_tune.autotune_numba
-    if name in ("tune", "load_best"):
+    if name in ("tune", "retime", "load_best"):
         from autotune import replay, tuning
-        return getattr(tuning if name == "tune" else replay, name)
+        return getattr(replay if name == "load_best" else tuning, name)
     raise AttributeError(f"module 'autotune' has no attribute {name!r}")
 __all__ = ["AutotuneError", "CompileError", "DefinitionError", "ScheduleError", "ShapeError", "SpaceError",
-           "Schedule", "TunedOp", "apply_history", "autotune_numba", "load_best", "op", "te", "tune", "__version__"]
+           "Schedule", "TunedOp", "apply_history", "autotune_numba", "load_best", "op", "retime", "te", "tune",
+           "__version__"]

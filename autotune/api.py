@@ -32,7 +32,8 @@ import numpy as np
 from autotune.codegen import Kernel
 from autotune.codegen.buffers import check_disjoint
 from autotune.errors import AutotuneError, ShapeError
-from autotune.records import Record, best_per_task, from_target, load_records
+from autotune.records import Record, best_per_task, from_target, load_records, preference
+from autotune.retime import busy_note
 from autotune.target import current_target
 from autotune.task import Task
 from templates import Template, get_template, register
@@ -122,7 +123,7 @@ class TunedOp:
                 continue
             # a record is valid for this op only if its definition is this one (best_per_task checks)
             rec = best_per_task(from_target(load_records(path), here, any_target=self.options.any_target)).get(task.key())
-            if rec is not None and (best is None or rec.seconds < best.seconds):
+            if rec is not None and (best is None or preference(rec) < preference(best)):
                 best = rec
         return best
 
@@ -159,6 +160,9 @@ class TunedOp:
                    progress=None if o.verbose else False)
         if o.verbose and not sys.stderr.isatty():
             print(_summary(res), file=sys.stderr)
+        note = busy_note(res.noisy, res.timed, o.log)
+        if o.verbose and note:
+            print(f"autotune: {note}", file=sys.stderr)
         if res.best_config is None:
             from autotune.tuning import no_valid_config
             raise AutotuneError(no_valid_config(res))

@@ -1,4 +1,5 @@
-"""Benchmarks: find the best config of a template from presets and samples, then time it against
+"""Benchmarks: find the best config of a template from presets and samples (the tuner's finalists
+timed again in alternating rounds with the final protocol: autotune.retime), then time it against
 NumPy (and PyTorch when installed) in the same run, in separate blocks with pauses between them.
 When the machine was busy during those timings (samples spread out, or CPU time stolen: see
 measure.timing.Timing.noisy), the result says so: its ratios are rough.
@@ -26,8 +27,10 @@ import numpy as np
 from autotune.environment import settings
 from autotune.errors import AutotuneError
 from autotune.space import Config
+from autotune.retime import FinalistOptions, busy_note
 from autotune.task import Task
-from autotune.target import cpu_model, host
+from autotune.target import cpu_model, current
+from autotune.tuner import TuneResult
 from autotune.timing_lock import TimingLock, lock_path
 from measure.timing import Timing, TimingProtocol, time_callable
 
@@ -77,6 +80,8 @@ class BenchResult:
     tuning_seconds: float = 0.0
     timings: int = 0        # timings of the final comparison (baselines and kernel, every round)
     noisy_timings: int = 0  # of those, the ones taken while the machine was busy (Timing.noisy)
+    search_timings: int = 0        # timings of the tuning (measurements and finalists' re-timings)
+    noisy_search_timings: int = 0  # of those, the ones taken while the machine was busy
 
     @property
     def noisy(self) -> bool:
@@ -110,10 +115,11 @@ class BenchResult:
             "errors": sum(c.error is not None for c in self.candidates),
             "tuning_seconds": self.tuning_seconds,
             "noisy": self.noisy, "noisy_timings": self.noisy_timings, "timings": self.timings,
+            "search_timings": self.search_timings, "noisy_search_timings": self.noisy_search_timings,
             "median_compile_seconds": self.median_compile_seconds,
             "candidates": [{"config": c.config.to_json(), "seconds": c.seconds, "compile_seconds": c.compile_seconds,
                             "error": c.error} for c in self.candidates],
-            "machine": {"cpu": cpu_model(), "target": host().to_json(), "cores": os.cpu_count(),
+            "machine": {"cpu": cpu_model(), "target": current().to_json(), "cores": os.cpu_count(),
                         "python": platform.python_version(), "numpy": np.__version__},
         }
 
@@ -170,24 +176,29 @@ def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, .
 
 
 def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str | None = None,
-                    cost_model: str | None = None, pretrained: str | None = None) -> list[Candidate]:
-    """Tune with the real tuner (isolated workers, parallel compiles), presets first; return every
-    measurement of the task in the log (a reused log counts)."""
+                    cost_model: str | None = None, pretrained: str | None = None) -> tuple[TuneResult, list[Candidate]]:
+    """Tune with the real tuner (isolated workers, parallel compiles), presets first, its finalists
+    timed again with the final protocol; return the run and every measurement of the task in the
+    log (a reused log counts; re-timings of finalists are not candidates)."""
     import tempfile
 
     from autotune.records import load_records
     from autotune.tuning import tune
     from measure.local import LocalRunnerOptions
+    finalists = FinalistOptions(count=options.finalists, within=options.finalist_within,
+                                noisy_count=2 * options.finalists, rounds=options.pick_rounds)
     with contextlib.ExitStack() as stack:
         if log is None:  # a scratch log in a directory of its own: its sidecar files go with it
             log = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(prefix="autotune-bench-")), "log.jsonl")
-        tune(op=task, trials=options.trials, log=log, strategy=strategy, cost_model=cost_model,
-             pretrained=pretrained, seed=options.seed, progress=options.progress, batch=8,
-             runner_options=LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed))
+        result = tune(op=task, trials=options.trials, log=log, strategy=strategy, cost_model=cost_model,
+                      pretrained=pretrained, seed=options.seed, progress=options.progress, batch=8,
+                      finalists=finalists,
+                      runner_options=LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed,
+                                                        retime_protocol=options.protocol))
         space = task.space()
-        return [Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
-                          None if r.ok else f"{r.error}: {r.message}")
-                for r in load_records(log) if r.key == task.key()]
+        return result, [Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
+                                  None if r.ok else f"{r.error}: {r.message}")
+                        for r in load_records(log) if r.key == task.key() and not r.retimed]
 
 
 def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | None = None,
@@ -196,15 +207,16 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     """Tune (or reuse a log), then time the best kernel and the baselines in alternating blocks of
     the same run. cost_model / pretrained: model-guided evolutionary search instead of `strategy`."""
     t0 = time.perf_counter()
-    cands = tune_candidates(task, options, log, strategy, cost_model, pretrained)
+    tuned, cands = tune_candidates(task, options, log, strategy, cost_model, pretrained)
     tuning = time.perf_counter() - t0
-    ok = [c for c in cands if c.seconds is not None]
-    if not ok:
+    if tuned.best_config is None:
         first = next((c.error for c in cands if c.error), "no candidates")
         raise AutotuneError(f"no candidate of {task.key()} compiled and passed the check; first error: {first}")
     keep_freed_memory()
     inputs = task.inputs(seed=options.seed + 1)
-    best, run = _final_pick(task, ok, inputs, options)
+    best = Candidate(tuned.best_config, tuned.best_seconds,
+                     next((c.compile_seconds for c in cands if c.config == tuned.best_config), None))
+    run = task.build(best.config).bind(*inputs)
     base = baseline_callables(task, inputs, options.baselines)
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
@@ -220,7 +232,8 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
             mine.append(timings[-1].median)
             time.sleep(options.pause_s)
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
-                       cands, tuning, timings=len(timings), noisy_timings=count_noisy(timings, options.max_spread))
+                       cands, tuning, timings=len(timings), noisy_timings=count_noisy(timings, options.max_spread),
+                       search_timings=tuned.timed, noisy_search_timings=tuned.noisy)
 
 
 def count_noisy(timings: Iterable[Timing], max_spread: float) -> int:
@@ -231,29 +244,6 @@ def count_noisy(timings: Iterable[Timing], max_spread: float) -> int:
     2
     """
     return sum(t.noisy(max_spread) for t in timings)
-
-
-def _final_pick(task: Task, ok: list[Candidate], inputs: list[np.ndarray],
-                options: BenchOptions) -> tuple[Candidate, Callable[[], Any]]:
-    """The fastest candidate once the finalists are timed again in alternating rounds (the median
-    of each), and its bound kernel."""
-    ranked = sorted(ok, key=lambda c: c.seconds)  # type: ignore[arg-type, return-value]
-    finalists: list[Candidate] = []
-    for c in ranked:
-        if len(finalists) == options.finalists or c.seconds > ranked[0].seconds * options.finalist_within:  # type: ignore[operator]
-            break
-        if all(c.config != f.config for f in finalists):
-            finalists.append(c)
-    runs = [task.build(c.config).bind(*inputs) for c in finalists]
-    if len(runs) == 1:
-        return finalists[0], runs[0]
-    times: list[list[float]] = [[] for _ in runs]
-    with TimingLock(lock_path(settings().cache_dir)):
-        for _ in range(options.pick_rounds):
-            for t, run in zip(times, runs):
-                t.append(time_callable(run, options.protocol).median)
-    i = min(range(len(runs)), key=lambda k: statistics.median(times[k]))
-    return finalists[i], runs[i]
 
 
 def format_result(r: BenchResult) -> str:
@@ -276,5 +266,8 @@ def format_result(r: BenchResult) -> str:
     lines.append(f"  {len(r.candidates)} candidates ({errs} failed) in {r.tuning_seconds:.1f} s{median}")
     if r.noisy:
         lines.append(f"  the machine was busy while timing ({r.noisy_timings} of {r.timings} timings had spread-out "
-                     "samples or stolen CPU time): the ratios are rough")
+                     "samples, stolen CPU time or other work on the kernel's cores): the ratios are rough")
+    search = busy_note(r.noisy_search_timings, r.search_timings)
+    if search:
+        lines.append(f"  tuning: {search}")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """The `autotune` command line.
 
     autotune list                                   operators, their dims and knobs
+    autotune targets                                the targets AUTOTUNE_TARGET may name; which run here
     autotune show OP --shape S [--config JSON]      print the generated Numba source
     autotune bench OP --shape S [--trials N]        best config vs NumPy (and torch) in one run
     autotune tune OP --shape S --trials N --log F   tune, logging every measurement (resumes F)
@@ -10,6 +11,7 @@
     autotune evaluate-tiles [--kernels N]           TPU tile selection: APE, learned vs analytical
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
+    autotune retime LOG [--top N] [--rounds R]      time each task's finalists again (alternating), appending to LOG
 
 Errors print one line naming what is wrong, and exit with status 2: a bad option value is
 caught before anything runs. A run in which every trial failed exits with status 1 and one line
@@ -81,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="list operators, their shape dims and knobs")
+    sub.add_parser("targets", help="list the targets AUTOTUNE_TARGET may name and which this machine runs")
 
     def task_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("op", help="operator name (see `autotune list`)")
@@ -168,6 +171,17 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
     rp.add_argument("--any-target", action="store_true",
                     help="also replay records measured on a machine of another ISA (with a warning)")
+
+    rt = sub.add_parser("retime", help="time the finalists of every task of a log again, in alternating rounds, and "
+                        "append the re-timings (run it when the machine is quiet)")
+    rt.add_argument("log", help="a tuning log (JSON lines); the re-timings are appended to it")
+    rt.add_argument("--top", type=POSITIVE, default=5,
+                    help="finalists per task: this many whose quiet timings are within 25%% of the fastest, and up to "
+                    "3x as many timed while the machine was busy (default: 5)")
+    rt.add_argument("--rounds", type=POSITIVE, default=5, help="alternating timing rounds (default: 5)")
+    rt.add_argument("--any-target", action="store_true",
+                    help="also re-time records measured on a machine of another ISA (with a warning)")
+    rt.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
     return p
 
 
@@ -213,6 +227,19 @@ def cmd_list() -> int:
     return 0
 
 
+def cmd_targets() -> int:
+    from autotune.target import TARGETS, cpu_model, describe, executable, target_name
+    in_force = target_name()
+    print(f"{'target':<8} {'isa':<8} {'vector':>8} {'f32 lanes':>9} {'registers':>9}  on this machine")
+    for name in TARGETS:
+        t = describe(name)
+        runs = "runs its code" if executable(name) else "describes only (cannot run its code)"
+        mark = "  <- in force" if name == in_force else ""
+        print(f"{name:<8} {t.isa:<8} {t.vector_bits:>4} bit {t.lanes('float32'):>9} {t.registers:>9}  {runs}{mark}")
+    print(f"this machine: {cpu_model()}; pick a target with AUTOTUNE_TARGET=NAME (default: host)")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     task = _task(args)
     cfg = _config(task, args.config)
@@ -242,6 +269,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from autotune.retime import busy_note
     from autotune.tuning import no_valid_config, tune
     task = _task(args)
     result = tune(op=task, trials=args.trials, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
@@ -249,14 +277,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   early_stopping=args.early_stopping, batch=args.batch, progress=False if args.no_progress else None)
     unit = task.template.metric
     twins = f", {result.duplicates} not measured: the same kernel as one measured" if result.duplicates else ""
+    finals = f"; {result.retimed} finalists timed again in alternating rounds" if result.retimed else ""
     print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
-          f"({result.resumed} resumed from the log, {result.errors} failed{twins}) in {result.wall_seconds:.1f} s")
+          f"({result.resumed} resumed from the log, {result.errors} failed{twins}) in {result.wall_seconds:.1f} s"
+          f"{finals}")
     if result.best_config is not None:
         print(f"best config: {result.best_config.key()}")
+    note = busy_note(result.noisy, result.timed, args.log)
+    if note:
+        print(note)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
             "task": task.key(), "threads": task.threads, "trials": result.measured, "resumed": result.resumed,
             "errors": result.errors, "duplicates": result.duplicates, "wall_seconds": result.wall_seconds,
+            "timings": result.timed, "noisy_timings": result.noisy, "retimed": result.retimed,
             "best_seconds": result.best_seconds,
             "best_gflops": result.best_gflops,
             "best_config": result.best_config.to_json() if result.best_config else None}, indent=2) + "\n")
@@ -279,6 +313,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"{key:<44} {st.new:>4}/{st.task.trials:<4} {st.status}")
         failed += st.status.startswith("failed")
     print(f"records are in {args.log}; replay them with `autotune replay {args.log}`")
+    from autotune.retime import busy_note
+    note = busy_note(sum(st.noisy for st in states.values()), sum(st.timed for st in states.values()), args.log)
+    if note:
+        print(note)
     return 1 if failed else 0
 
 
@@ -294,11 +332,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0 if all(r.error is None for r in rows) else 1
 
 
+def cmd_retime(args: argparse.Namespace) -> int:
+    from autotune.retime import busy_note
+    from autotune.task import speed_unit
+    from autotune.tuning import RetimeRow, retime
+    print(f"re-timing the finalists of each task of {args.log} in {args.rounds} alternating rounds", flush=True)
+
+    def speed(row: RetimeRow, seconds: float) -> str:
+        per, unit = speed_unit(row.before.task().flops() if row.error is None else 0.0)
+        return f"{per / seconds:.1f} {unit}"
+
+    def show(row: RetimeRow) -> None:
+        changed = "" if row.after.config_key() == row.before.config_key() else "; a new best config"
+        print(f"{row.key}: {row.retimed} re-timed ({row.noisy} noisy); best {speed(row, row.before.seconds)} "
+              f"before, {speed(row, row.after.seconds)} after{changed}", flush=True)
+    rows = retime(log=args.log, top=args.top, rounds=args.rounds, any_target=args.any_target, on_task=show)
+    for row in rows:
+        if row.error is not None:
+            print(f"{row.key}: not re-timed: {row.error}")
+    note = busy_note(sum(r.noisy for r in rows), sum(r.retimed for r in rows), args.log)
+    if note:
+        print(note)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps([{
+            "task": r.key, "retimed": r.retimed, "noisy": r.noisy, "error": r.error,
+            "before": {"config": dict(r.before.config), "seconds": r.before.seconds},
+            "after": {"config": dict(r.after.config), "seconds": r.after.seconds}} for r in rows], indent=2) + "\n")
+    return 1 if any(r.error for r in rows) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "list":
             return cmd_list()
+        if args.command == "targets":
+            return cmd_targets()
         if args.command == "show":
             return cmd_show(args)
         if args.command == "tune":
@@ -326,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report(args.log, args.plot)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "retime":
+            return cmd_retime(args)
         return cmd_bench(args)
     except AutotuneError as e:
         print(f"autotune: error: {e}", file=sys.stderr)

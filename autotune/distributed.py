@@ -174,13 +174,28 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
 @dataclass
 class SweepState:
     task: SweepTask
-    done: int = 0  # records of the task in the log
+    done: int = 0  # measurements of the task in the log (re-timings of finalists are not trials)
     resumed: int = 0  # of them, those in the log before this run
-    best: float = float("inf")
+    best: float = float("inf")  # the fastest re-timing, else the fastest timing (autotune.records.preference)
     status: str = "queued"
     attempts: int = 0
     pid: int | None = None
     lines: list[str] = field(default_factory=list)
+    timed: int = 0  # timings this run logged (measurements and re-timings)
+    noisy: int = 0  # of those, the ones taken while the machine was busy
+    _best: tuple[int, float] = (4, float("inf"))
+
+    def add(self, r: Any, new: bool) -> None:
+        """Count one record of the task (new: logged in this run)."""
+        from autotune.records import preference
+        self.lines.append(r.to_line())
+        self.done += not r.retimed
+        if new and r.ok:
+            self.timed += 1
+            self.noisy += r.noisy
+        if r.ok and preference(r) < self._best:
+            self._best = preference(r)
+            self.best = r.seconds
 
     @property
     def new(self) -> int:
@@ -201,9 +216,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         for r in load_records(out_log.path):
             st = states.get(r.key)
             if st is not None:
-                st.lines.append(r.to_line())
-                st.done += 1
-                st.best = min(st.best, r.seconds)
+                st.add(r, new=False)
     for st in states.values():
         st.resumed = st.done
     queue = Queue()
@@ -230,9 +243,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         out_log.append(r)
         if st is not None:
             seen[r.key].add(line)
-            st.lines.append(line)
-            st.done += 1
-            st.best = min(st.best, r.seconds)
+            st.add(r, new=True)
 
     def drain() -> None:
         nonlocal queue

@@ -3,17 +3,24 @@
 Numba reads NUMBA_* variables once, at import; `configure_numba()` must run before `import numba`.
 autotune's package __init__ calls it, and measurement workers call it first thing. Measurement
 workers read no variable of their own: the driver sends them their settings (role, cores, lock,
-template modules, cache directory, threads) in their first protocol message (measure/worker.py).
+template modules, cache directory, threads, target) in their first protocol message (measure/worker.py).
 
 Variables autotune reads:
   AUTOTUNE_CACHE_DIR        where generated kernels, Numba's compile cache and the timing lock live
                             (default: ~/.cache/autotune)
   AUTOTUNE_THREADS          default thread count for parallel kernels (default: all cores)
+  AUTOTUNE_TARGET           the target kernels are generated, judged and timed for: a name that
+                            `autotune targets` lists (host, avx512, avx2, sse4.2, neon; default: host).
+                            Spaces, presets and the roofline derive from its description, and Numba
+                            generates code for its ISA (NUMBA_CPU_FEATURES: the host's, those above
+                            the target's turned off); one this host cannot execute only describes
   PYTHONPATH                kept, behind this checkout's root, for measurement workers and Ray workers
   RAY_USAGE_STATS_ENABLED   autotune sets it to 0 before starting Ray unless you set it
 
 Variables autotune sets for Numba (before Numba is imported, unless already set; see numba_env()):
-  NUMBA_SLP_VECTORIZE=1, NUMBA_OPT=2, and on AVX-512 hosts NUMBA_CPU_FEATURES=<host>,-prefer-256-bit
+  NUMBA_SLP_VECTORIZE=1, NUMBA_OPT=2, and NUMBA_CPU_FEATURES: for an AVX-512 target
+  <host>,-prefer-256-bit; for a narrower target than the host's, the host's features without those
+  above it (AUTOTUNE_TARGET)
 
 Numba's own variables are honoured as Numba documents them; autotune's code takes two into account:
   NUMBA_CACHE_DIR           where Numba caches autotune's library functions (codegen/healing.py;
@@ -54,8 +61,11 @@ ROOT = Path(__file__).resolve().parent.parent  # the directory holding autotune/
 
 @dataclass(frozen=True)
 class Settings:
+    """cache_dir: AUTOTUNE_CACHE_DIR; threads: AUTOTUNE_THREADS; target: AUTOTUNE_TARGET (a name
+    autotune.target.TARGETS lists, checked where it is used)."""
     cache_dir: Path
     threads: int
+    target: str = "host"
 
 
 _given: list[Settings] = []  # settings a measurement worker received from its driver
@@ -68,7 +78,7 @@ def settings() -> Settings:
     cache = os.environ.get("AUTOTUNE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "autotune")
     threads_s = os.environ.get("AUTOTUNE_THREADS", "")
     threads = int(threads_s) if threads_s.isdigit() and int(threads_s) > 0 else (os.cpu_count() or 1)
-    return Settings(Path(cache), threads)
+    return Settings(Path(cache), threads, os.environ.get("AUTOTUNE_TARGET", "").strip() or "host")
 
 
 def use_settings(s: Settings) -> None:
@@ -83,9 +93,11 @@ def child_pythonpath() -> str:
     return str(ROOT) + (os.pathsep + current if current else "")
 
 
-def worker_env() -> dict[str, str]:
-    """The environment of a measurement worker process: this one's, Numba's variables, child_pythonpath()."""
-    return {**os.environ, **numba_env(), "PYTHONPATH": child_pythonpath()}
+def worker_env(target: str | None = None) -> dict[str, str]:
+    """The environment of a measurement worker process: this one's, Numba's variables for `target`
+    (default: this process's), child_pythonpath()."""
+    own = {k: v for k, v in os.environ.items() if k not in _set_here}  # the child derives its own
+    return {**own, **numba_env(target), "PYTHONPATH": child_pythonpath()}
 
 
 def ray_runtime_env() -> dict[str, Any]:
@@ -98,22 +110,26 @@ def ray_runtime_env() -> dict[str, Any]:
 
 
 _configured: dict[str, str] = {}
+_set_here: set[str] = set()  # the variables configure_numba() set (not the user)
 
 
-def host_cpu_features() -> str:
-    import llvmlite.binding as llvm
-    return llvm.get_host_cpu_features().flatten()
-
-
-def numba_env() -> dict[str, str]:
-    """The Numba variables that make generated kernels fast here (SLP on, 512-bit vectors, -O2)."""
+def numba_env(target: str | None = None) -> dict[str, str]:
+    """The Numba variables that make generated kernels fast for `target` (default: settings().target)
+    here: SLP on, -O2, and the target's vector ISA (512-bit vectors on AVX-512; a narrower ISA than
+    the host's: the host's features with those above it turned off). A target this host cannot
+    execute, or an unknown one, keeps the host's features (autotune.target refuses to compile for it)."""
+    from autotune.isa import ISAS, executes, host_features, host_isa, numba_features, target_isa
     env = {"NUMBA_SLP_VECTORIZE": "1", "NUMBA_OPT": "2"}
-    try:
-        feats = host_cpu_features()
-        if "+avx512f" in feats:
-            env["NUMBA_CPU_FEATURES"] = feats + ",-prefer-256-bit"
-    except Exception:  # llvmlite missing or odd host: keep Numba's defaults
-        pass
+    isa = target_isa(target or settings().target)
+    feats = host_features()
+    if not feats or isa not in ISAS or not executes(host_isa(), isa):
+        return env
+    if isa != host_isa():
+        feats = numba_features(isa, feats)
+    if isa == "avx512f":
+        feats += ",-prefer-256-bit"
+    if feats != host_features():
+        env["NUMBA_CPU_FEATURES"] = feats
     return env
 
 
@@ -129,6 +145,8 @@ def configure_numba() -> dict[str, str]:
                           f"{sorted(missing)}; import autotune first for full speed", RuntimeWarning, stacklevel=3)
     else:
         for k, v in wanted.items():
-            os.environ.setdefault(k, v)
+            if k not in os.environ:
+                os.environ[k] = v
+                _set_here.add(k)
     _configured.update({k: os.environ.get(k, "") for k in wanted})
     return dict(_configured)

@@ -66,7 +66,7 @@ class Record:
     timestamp: float = field(default_factory=time.time)
     target: Mapping[str, Any] = field(default_factory=dict)
     strategy: str | None = None
-    noisy: bool = False                    # the samples stayed spread out, or CPU time was stolen during them
+    noisy: bool = False                    # the machine was busy: samples spread out, CPU time stolen, threads kept waiting
     version: int = SCHEMA_VERSION
     # a template-free op's compute definition as data (autotune.ir.serialize), so the record can be
     # rebuilt without the user's code; None for a template
@@ -74,6 +74,12 @@ class Record:
     # the measured kernel's key (Backend.kernel_key: the hash of its source), so a resumed tuner
     # knows which kernels were measured without generating their sources again; None if unknown
     kernel: str | None = None
+    # what the timing saw of the machine's state (measure.timing.Timing.contention): samples'
+    # spread, samples retaken, kept ones stolen from or whose threads waited for a CPU; None if unknown
+    contention: Mapping[str, float] | None = None
+    # a finalist's re-timing in alternating rounds (its costs: each round's median), after a tuning
+    # run or by `autotune retime`; best_per_task prefers re-timings
+    retimed: bool = False
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -106,7 +112,9 @@ class Record:
                 "error": self.error, "message": self.message, "compile_s": self.compile_seconds,
                 "ts": self.timestamp, "target": dict(self.target), "strategy": self.strategy, "noisy": self.noisy,
                 **({"definition": dict(self.definition)} if self.definition is not None else {}),
-                **({"kernel": self.kernel} if self.kernel is not None else {})}
+                **({"kernel": self.kernel} if self.kernel is not None else {}),
+                **({"contention": dict(self.contention)} if self.contention is not None else {}),
+                **({"retimed": True} if self.retimed else {})}
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
@@ -161,6 +169,14 @@ class Record:
                                        and kernel.isascii() and kernel.isalnum()):
             raise RecordError(f"field 'kernel' must be null or a kernel key of at most {MAX_KERNEL_KEY} letters "
                               "and digits")
+        contention = d.get("contention")
+        if contention is not None and not (isinstance(contention, dict) and len(contention) <= MAX_LIST and all(
+                isinstance(k, str) and len(k) <= 32 and _number(x) and 0 <= x <= 1e9 for k, x in contention.items())):
+            raise RecordError("field 'contention' must be null or an object of at most "
+                              f"{MAX_LIST} short names mapped to numbers in [0, 1e9]")
+        retimed = d.get("retimed", False)
+        if not isinstance(retimed, bool):
+            raise RecordError("field 'retimed' must be true or false")
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
@@ -169,7 +185,7 @@ class Record:
                    compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
-                   definition=definition, kernel=kernel)
+                   definition=definition, kernel=kernel, contention=contention, retimed=retimed)
 
     # ---- validation against the operator's space ----------------------------------------------
     def task(self):  # type: ignore[no-untyped-def]
@@ -277,16 +293,47 @@ def load_records(path: str | os.PathLike[str], *, strict: bool = False) -> list[
     return out
 
 
+def trust(timing: Any) -> int:
+    """How far a timing (a Record or a MeasureResult) can be compared with others, best first: 0 a
+    finalist's re-timing in alternating rounds (a busy spell falls on every finalist alike), 1 a
+    single measurement (taken at its own moment: a quiet spell favours it).
+
+    >>> trust(Record("matmul", {}, "float32", 1, {}, [1e-3], retimed=True)), trust(Record("matmul", {}, "float32", 1, {}, [1e-3], noisy=True))
+    (0, 1)
+    """
+    return 0 if timing.retimed else 1
+
+
+def kind(timing: Any) -> str:
+    """What kind of timing it is, in words: "a quiet re-timing", "a noisy timing", ..."""
+    return f"a {'noisy' if timing.noisy else 'quiet'} {'re-timing' if timing.retimed else 'timing'}"
+
+
+def preference(r: Record) -> tuple[int, float]:
+    """The order in which records are chosen as a task's best: re-timings of finalists first
+    (trust), then the fastest. A noisy timing competes by its time: contention (CPU time stolen,
+    another process on the kernel's cores) only ever adds time, so a noisy timing faster than a
+    quiet one still belongs to the faster kernel."""
+    return trust(r), r.seconds
+
+
 def best_per_task(records: Iterable[Record], *, valid: bool = True) -> dict[str, Record]:
-    """The fastest successful record of each task key whose config is valid for its task (an
-    invalid faster record never hides a valid one); valid=False: the fastest, unchecked."""
+    """The best successful record of each task key whose config is valid for its task (an invalid
+    record never hides a valid one): the fastest of the most trusted timings (`preference`: the
+    finalists' re-timings in alternating rounds, when the log has any, before single timings); a
+    config that failed the check of a re-timing is never the best; valid=False: unchecked."""
     by_task: dict[str, list[Record]] = {}
+    failed: set[tuple[str, str]] = set()  # configs that failed a re-check: never a best, whatever they did before
     for r in records:
         if r.ok:
             by_task.setdefault(r.key, []).append(r)
+        elif r.retimed and r.error != "infrastructure":
+            failed.add((r.key, r.config_key()))
     best: dict[str, Record] = {}
     for key, rs in by_task.items():
-        for r in sorted(rs, key=lambda r: r.seconds):
+        for r in sorted(rs, key=preference):
+            if (key, r.config_key()) in failed:
+                continue
             if valid:
                 try:
                     r.validated_config()
@@ -315,7 +362,14 @@ def distill(records: Iterable[Record], k: int = 1) -> list[Record]:
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite JSON number a float holds (an integer of hundreds of digits is not one).
+
+    >>> _number(1.5), _number(10 ** 400), _number(True), _number(float("inf"))
+    (True, False, False, False)
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return math.isfinite(x) if isinstance(x, float) else abs(x) <= 1 << 53
 
 
 def _scalar(x: Any) -> bool:

@@ -1,6 +1,8 @@
 """Summaries and tuning curves of a log: best GFLOP/s (calls/s for an op without a flop count)
-against trials and against wall time, one curve per (task, strategy). User ops are rebuilt from
-the definitions their records carry, so their flops are counted without the user's code.
+against trials and against wall time, one curve per (task, strategy), re-timings of finalists left
+out (they are no trials); how many timings were noisy; the best each task's records name
+(autotune.records.best_per_task: re-timings of finalists first). User ops are rebuilt from the
+definitions their records carry, so their flops are counted without the user's code.
 
 Example::
 
@@ -14,7 +16,7 @@ from collections import defaultdict
 from typing import Sequence
 
 from autotune.errors import AutotuneError
-from autotune.records import Record, load_records
+from autotune.records import Record, best_per_task, kind, load_records
 
 
 def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
@@ -22,7 +24,8 @@ def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, f
     in the task's unit (`units`): GFLOP/s from its flop count, else calls/s."""
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in records:
-        groups[(r.key, r.strategy or "?")].append(r)
+        if not r.retimed:
+            groups[(r.key, r.strategy or "?")].append(r)
     out: dict[tuple[str, str], list[tuple[int, float, float]]] = {}
     for key, rs in groups.items():
         rs.sort(key=lambda r: r.timestamp)
@@ -49,25 +52,36 @@ def units(records: Sequence[Record]) -> tuple[float, str]:
 
 
 def summary(records: Sequence[Record]) -> str:
-    """One row per (task, strategy): trials, errors, best speed, and the seconds from the task's
-    first record to its last; columns as wide as their longest entry."""
+    """One row per (task, strategy): trials, errors, noisy timings, best speed, and the seconds from
+    the task's first record to its last; columns as wide as their longest entry; then the best each
+    task's records name and what kind of timing it is."""
     cs = curves(records)
     errs: dict[tuple[str, str], int] = defaultdict(int)
+    noisy: dict[tuple[str, str], int] = defaultdict(int)
     by_task: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        errs[(r.key, r.strategy or "?")] += r.error is not None
+        if not r.retimed:
+            errs[(r.key, r.strategy or "?")] += r.error is not None
+            noisy[(r.key, r.strategy or "?")] += r.noisy
         by_task[r.key].append(r)
-    header = ("task", "strategy", "trials", "errors", "best", "unit", "elapsed s")
-    body = [(task, strat, str(len(pts)), str(errs[(task, strat)]), f"{pts[-1][2]:.1f}",
+    header = ("task", "strategy", "trials", "errors", "noisy", "best", "unit", "elapsed s")
+    body = [(task, strat, str(len(pts)), str(errs[(task, strat)]), str(noisy[(task, strat)]), f"{pts[-1][2]:.1f}",
              units(by_task[task])[1], f"{pts[-1][1]:.1f}") for (task, strat), pts in sorted(cs.items())]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    left = {0, 1, 5}  # text columns; the numbers align right
+    left = {0, 1, 6}  # text columns; the numbers align right
 
     def line(row: tuple[str, ...]) -> str:
         return "  ".join(c.ljust(w) if i in left else c.rjust(w)
                          for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+    named = []
+    for task, best in sorted(best_per_task(records, valid=False).items()):
+        per, unit = units(by_task[task])
+        again = sum(r.retimed for r in by_task[task])
+        named.append(f"{task}: best {per / best.seconds:.1f} {unit}, {kind(best)}"
+                     + (f" ({again} re-timing{'s' * (again != 1)} of finalists in the log)" if again else ""))
     return "\n".join([line(header), *map(line, body),
-                      "elapsed s: from the task's first record to its last (tuning wall time, resumes included)"])
+                      "elapsed s: from the task's first record to its last (tuning wall time, resumes included)",
+                      *named])
 
 
 def plot(records: Sequence[Record], path: str) -> None:

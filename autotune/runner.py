@@ -6,6 +6,10 @@ tuner logs every measurement the moment it completes), then returns them all in 
 INFRASTRUCTURE results (a lost worker or actor, a worker that could not start, a cache or disk
 error) say nothing about the config: the tuner measures it again and never resumes from them.
 
+A runner that can also time candidates again (a `Retimer`: the local and Ray runners) re-times a
+tuning's finalists in alternating rounds, so that a busy spell of the machine does not pick the
+best (autotune.retime).
+
 Example::
 
     >>> from autotune.runner import ErrorKind, MeasureResult
@@ -18,7 +22,7 @@ import enum
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from autotune.errors import AutotuneError
 from autotune.space import Config
@@ -44,7 +48,10 @@ class MeasureInput:
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """Seconds per run (one per timing sample) or an error, plus metadata."""
+    """Seconds per run (one per timing sample; of a re-timing, the median of each round) or an
+    error, plus metadata. noisy: the machine was busy during the timing (samples spread out, CPU
+    time stolen, or the kernel's threads kept waiting for a CPU); contention: what the timing saw of
+    that (measure.timing.Timing.contention); retimed: a finalist's re-timing in alternating rounds."""
     costs: tuple[float, ...] | None
     error: ErrorKind | None = None
     message: str = ""
@@ -52,6 +59,8 @@ class MeasureResult:
     timestamp: float = field(default_factory=time.time)
     noisy: bool = False
     kernel: str | None = None  # the kernel's key when known (a result read back from a log)
+    contention: Mapping[str, float] | None = None
+    retimed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -90,6 +99,19 @@ class Runner(Protocol):
 
     def close(self) -> None:
         """Release workers."""
+        ...
+
+
+@runtime_checkable
+class Retimer(Protocol):
+    """A runner that can time measured candidates again (LocalRunner, RayRunner)."""
+
+    def retime(self, inputs: Sequence[MeasureInput], rounds: int) -> list[MeasureResult]:
+        """One result per input, in order: each kernel built and checked again, then all timed in
+        `rounds` alternating rounds (round 1: each kernel in turn, round 2: each again, ...), so a
+        busy spell of the machine falls on all of them alike. A result's costs are its rounds'
+        medians, retimed=True; noisy when at least half of its rounds were. Never raises for a
+        bad candidate; INFRASTRUCTURE results when no timing could be made."""
         ...
 
 

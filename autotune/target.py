@@ -1,9 +1,14 @@
 """The machine kernels are generated for and measured on: its vector unit, caches and cores.
 
 `host()` describes this machine once (ISA from LLVM's host features, caches from the OS);
-`Target.named(isa)` describes another ISA (for tests and for reading logs made elsewhere).
-Templates derive their register tiles, vector widths and presets from a Target; the roofline
-model its peak; every log record carries `current_target(threads)`.
+`Target.named(isa)` describes another ISA. `current()` is the target in force: the one
+AUTOTUNE_TARGET names (`TARGETS`: host, avx512, avx2, sse4.2, neon), else this machine. Templates
+derive their register tiles, vector widths and presets from it, the roofline model its peak, Numba
+generates code for its ISA (autotune.environment), and every log record carries
+`current_target(threads)`. A named target is a fixed description (the ISA's registers, typical
+caches), so a test that pins one means the same on every machine; one this host cannot execute
+(AVX-512 on an AVX2 host, NEON on x86) can be described and its source generated, but kernels for
+it are not compiled here (`check_executable`).
 
 Example::
 
@@ -14,6 +19,8 @@ Example::
     True
     >>> t.fits_tile(rows=6, vectors=3)
     False
+    >>> describe("avx512").isa, describe("sse4.2").lanes("float32")
+    ('avx512f', 4)
 """
 from __future__ import annotations
 
@@ -25,17 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from autotune.dtypes import FLOAT_DTYPES, ITEMSIZE
+from autotune.environment import settings
 from autotune.errors import AutotuneError
+from autotune.isa import ALIASES, FMA_ISAS, ISAS, TARGETS, executes, host_isa
 
-# ISA -> (vector bits, vector registers, FMA units, FMA latency in cycles); AVX and SSE have no
-# FMA: a multiply and an add unit, the add's latency
-ISAS: dict[str, tuple[int, int, int, int]] = {
-    "avx512f": (512, 32, 2, 4),
-    "avx2": (256, 16, 2, 4),
-    "avx": (256, 16, 1, 4),
-    "sse4.2": (128, 16, 1, 4),
-    "neon": (128, 32, 2, 4),
-}
+__all__ = ["ISAS", "TARGETS", "Target", "cache_sizes", "check_executable", "cpu_model", "current", "current_target",
+           "describe", "executable", "host", "isa", "same_isa", "same_machine", "target_name", "versions"]
 _DEFAULT_CACHES = (32 << 10, 1 << 20, 32 << 20)  # L1d, L2, L3 bytes when the OS does not say
 
 
@@ -73,6 +75,11 @@ class Target:
             raise AutotuneError(f"dtype {dtype!r} has no vector lanes; use one of {', '.join(FLOAT_DTYPES)}")
         return max(1, self.vector_bits // 8 // ITEMSIZE[dtype])
 
+    @property
+    def fma(self) -> bool:
+        """Whether the ISA has fused multiply-add instructions (SSE4.2 and AVX do not)."""
+        return self.isa in FMA_ISAS
+
     def fits_tile(self, rows: int, vectors: int, extra: int = 1) -> bool:
         """Whether a register tile of `rows` x `vectors` accumulator vectors fits the registers,
         with the `vectors` operand vectors loaded per step and `extra` more (a broadcast)."""
@@ -97,19 +104,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=1)
 def isa() -> str:
-    try:
-        from autotune.environment import host_cpu_features
-        feats = host_cpu_features()
-    except Exception:
-        return platform.machine()
-    for name in ("avx512f", "avx2", "avx", "sse4.2", "neon"):
-        if f"+{name}" in feats:
-            return name
-    if platform.machine().lower() in ("aarch64", "arm64"):
-        return "neon"
-    return platform.machine()
+    """The ISA of the target in force (current().isa)."""
+    return current().isa
 
 
 def _size(text: str) -> int:
@@ -145,12 +142,59 @@ def cache_sizes(root: str | os.PathLike[str] = "/sys/devices/system/cpu/cpu0/cac
 def host() -> Target:
     """This machine, detected once: ISA and vector unit from LLVM's host features, caches from
     the OS, cores from the CPUs this process may run on."""
-    name = isa()
+    name = host_isa()
     l1d, l2, l3 = cache_sizes()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if name in ISAS:
-        return Target.named(name, l1d=l1d, l2=l2, l3=l3, cores=cores)
-    return Target(name, l1d=l1d, l2=l2, l3=l3, cores=cores)
+        return Target.named(name, l1d=l1d, l2=l2, l3=l3, cores=_cores())
+    return Target(name, l1d=l1d, l2=l2, l3=l3, cores=_cores())
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def target_name() -> str:
+    """The name of the target in force (AUTOTUNE_TARGET, default "host"), checked: an unknown one
+    is a one-line AutotuneError listing the names."""
+    name = ALIASES.get(settings().target, settings().target)
+    if name not in TARGETS:
+        raise AutotuneError(f"AUTOTUNE_TARGET={name!r} is not a target; use one of {', '.join(TARGETS)} "
+                            "(`autotune targets` describes them)")
+    return name
+
+
+@functools.lru_cache(maxsize=None)
+def describe(name: str) -> Target:
+    """The description of a target by name: "host" is this machine as detected; another name is
+    its ISA's fixed description (typical caches), the same on every machine but for `cores`."""
+    name = ALIASES.get(name, name)
+    if name == "host":
+        return host()
+    if name not in TARGETS:
+        raise AutotuneError(f"unknown target {name!r}; use one of {', '.join(TARGETS)}")
+    return Target.named(TARGETS[name], cores=_cores())  # type: ignore[arg-type]
+
+
+def current() -> Target:
+    """The target in force: AUTOTUNE_TARGET's description, else this machine (`host()`)."""
+    return describe(target_name())
+
+
+def executable(name: str) -> bool:
+    """Whether this machine runs code generated for the target `name` (AVX2 code runs on an
+    AVX-512 machine; AVX-512 code does not run on an AVX2 one, nor NEON code on x86)."""
+    return executes(host_isa(), describe(name).isa)
+
+
+def check_executable() -> None:
+    """Raise a one-line AutotuneError when the target in force is one this machine cannot execute
+    (kernels for it can be described and printed, not compiled, checked or timed here)."""
+    name = target_name()
+    if not executable(name):
+        runnable = ", ".join(n for n in TARGETS if executable(n))
+        raise AutotuneError(f"AUTOTUNE_TARGET={name} describes {describe(name).isa} code, which this machine "
+                            f"({host_isa()}) cannot run: its kernels can be shown (`autotune show`), not compiled, "
+                            f"checked or timed here; use one of {runnable}")
 
 
 def versions() -> dict[str, str]:
@@ -163,8 +207,10 @@ def versions() -> dict[str, str]:
 
 
 def current_target(threads: int) -> dict[str, Any]:
-    """A JSON description of this machine for `threads` threads."""
-    return {"cpu": cpu_model(), "isa": isa(), "threads": threads, **host().to_json(), "versions": versions()}
+    """A JSON description of the target in force on this machine for `threads` threads (what a log
+    record keeps: the CPU model, the target's ISA and description, the library versions)."""
+    t = current()
+    return {"cpu": cpu_model(), "isa": t.isa, "threads": threads, **t.to_json(), "versions": versions()}
 
 
 def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -21,6 +21,11 @@ TWIN_ROUNDS rounds in a row of nothing but such twins the run stops: the space h
 the strategy finds. Each record keeps its kernel's key, so a resumed run knows the logged kernels
 without generating their sources again (records of older logs have none: theirs are generated).
 
+At the end of a run its finalists (the fastest kernels measured, resumed ones included) are timed
+again in alternating rounds when the runner can (autotune.retime); the re-timings are logged, and
+the best is the fastest re-timing (autotune.records.preference). TuneResult says how many of the
+run's timings were noisy.
+
 Example::
 
     >>> from autotune.tuning import tune                                  # doctest: +SKIP
@@ -38,6 +43,7 @@ from autotune.backends import backend_of
 from autotune.claims import Claims
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordLog, from_target, load_records
+from autotune.retime import FinalistOptions, best_of, most_trusted, retime_finalists
 from autotune.search.base import Strategy
 from autotune.space import Config
 from autotune.target import current_target
@@ -54,11 +60,13 @@ TWIN_ROUNDS = 20    # rounds in a row of nothing but configs whose kernel was me
 class TuneOptions:
     """trials: measurements to make in this run (resumed ones do not count); timeout_s: wall-time
     budget; early_stopping: stop after this many trials without improvement; batch: configs per
-    round."""
+    round; finalists: which candidates are timed again at the end, in how many rounds (count=0
+    and noisy_count=0: none)."""
     trials: int = 64
     timeout_s: float | None = None
     early_stopping: int | None = None
     batch: int = 8
+    finalists: FinalistOptions = FinalistOptions()
 
 
 @dataclass
@@ -75,6 +83,9 @@ class TuneResult:
     failures: dict[ErrorKind, tuple[int, str]] = field(default_factory=dict)
     infrastructure: int = 0  # results lost to infrastructure faults (measured again, not trials)
     duplicates: int = 0      # configs not measured: the same kernel as one measured (their twin's result taken)
+    timed: int = 0           # timings this run made: successful measurements and finalists' re-timings
+    noisy: int = 0           # of those, the ones taken while the machine was busy (MeasureResult.noisy)
+    retimed: int = 0         # finalists re-timed at the end of the run
 
     @property
     def best_gflops(self) -> float:
@@ -91,12 +102,13 @@ def result_to_record(task: Task, cfg: Config, res: MeasureResult, strategy: str 
                   message=res.message[:2000], compile_seconds=res.compile_seconds, timestamp=res.timestamp,
                   target=dict(target), strategy=strategy, noisy=res.noisy,
                   definition=task.template.definition(task.shape_dict, task.dtype) if task.template.definition else None,
-                  kernel=kernel)
+                  kernel=kernel, contention=res.contention, retimed=res.retimed)
 
 
 def record_to_result(r: Record) -> MeasureResult:
     return MeasureResult(tuple(r.costs) if r.ok else None, ErrorKind(r.error) if r.error else None,  # type: ignore[arg-type]
-                         r.message, r.compile_seconds, r.timestamp, kernel=r.kernel)
+                         r.message, r.compile_seconds, r.timestamp, noisy=r.noisy, kernel=r.kernel,
+                         contention=r.contention, retimed=r.retimed)
 
 
 class Tuner:
@@ -124,7 +136,8 @@ class Tuner:
                 cfg = space.validate(r.config)
             except AutotuneError:
                 continue
-            out[cfg] = record_to_result(r)
+            res, prev = record_to_result(r), out.get(cfg)
+            out[cfg] = res if prev is None else most_trusted([prev, res]) or res  # a re-timing, say
         return list(out.items())
 
     def _logged_since(self, known: set[Config]) -> list[tuple[Config, MeasureResult]]:
@@ -147,6 +160,8 @@ class Tuner:
         backend = backend_of(self.task)
         kernel_keys: dict[Config, str | None] = {}
         measured_kernels: dict[str, tuple[Config, MeasureResult]] = {}  # kernel key -> its measurement
+        own: dict[Config, MeasureResult] = {}  # each kernel's measurement, under its first config
+        timed = noisy = 0
 
         def kernel_key(c: Config) -> str | None:
             if c not in kernel_keys:
@@ -167,6 +182,8 @@ class Tuner:
                 k = kernel_key(c)
                 if k is not None and k not in measured_kernels:
                     measured_kernels[k] = (c, r)
+                if k is None or measured_kernels[k][0] == c:
+                    own[c] = r if c not in own else most_trusted([own[c], r]) or r
                 if r.ok and r.median < best:
                     best, best_cfg = r.median, c
         take(previous)
@@ -217,6 +234,8 @@ class Tuner:
             faults = [(c, r) for c, r in zip(configs, results) if r.infrastructure]
             for c, r in verdicts:
                 measured += 1
+                timed += r.ok
+                noisy += r.ok and r.noisy
                 if r.ok and r.median < best:
                     best, best_cfg, since_improvement = r.median, c, 0
                 else:
@@ -240,8 +259,16 @@ class Tuner:
                 vc, vr = [c for c, _ in verdicts], [r for _, r in verdicts]
                 for cb in self.callbacks:
                     cb(self.task, vc, vr)
+        retimed = retime_finalists(self.task, own.items(), self.runner, options.finalists)
+        for c, r in retimed:
+            self._log(c, r, kernel_key(c))
+            own[c] = most_trusted([own[c], r]) if r.ok else r  # a kernel that failed its re-check is out
+        pick = best_of(own.items())
+        if pick is not None:
+            best_cfg, best = pick[0], pick[1].median
         return TuneResult(self.task, best_cfg, best, measured, resumed, errors, time.perf_counter() - t0, history,
-                          infrastructure=infrastructure, duplicates=duplicates)
+                          infrastructure=infrastructure, duplicates=duplicates, timed=timed + len(retimed),
+                          noisy=noisy + sum(r.noisy for _, r in retimed), retimed=len(retimed))
 
     @staticmethod
     def _without_twins(configs: Sequence[Config], kernel_key: Callable[[Config], str | None],
@@ -265,16 +292,20 @@ class Tuner:
                     first[k] = c
         return keep, twins, batch_twins
 
+    def _log(self, config: Config, result: MeasureResult, kernel: str | None) -> None:
+        if self.log is not None:
+            self.log.append(result_to_record(self.task, config, result, getattr(self.strategy, "name", None),
+                                             self.target, kernel))
+
     def _measure(self, configs: Sequence[Config], claims: Claims | None,
                  kernel_key: Callable[[Config], str | None]) -> list[MeasureResult]:
         """Measure a batch, logging each result (with its kernel's key) as the runner reports it;
         release the claims after."""
         logged = [False] * len(configs)
-        strategy = getattr(self.strategy, "name", None)
 
         def log_one(i: int, r: MeasureResult) -> None:
-            if self.log is not None and not logged[i]:
-                self.log.append(result_to_record(self.task, configs[i], r, strategy, self.target, kernel_key(configs[i])))
+            if not logged[i]:
+                self._log(configs[i], r, kernel_key(configs[i]))
             logged[i] = True
         try:
             results = self.runner.run([MeasureInput(self.task, c) for c in configs], on_result=log_one)

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autotune.errors import AutotuneError
-from autotune.records import RecordLog
+from autotune.records import Record, RecordLog, best_per_task, from_target, load_records
+from autotune.retime import FinalistOptions, retime_finalists
 from autotune.runner import ErrorKind, MeasureResult, Runner
 from autotune.search import Strategy, make_strategy
 from autotune.space import Config
 from autotune.task import Task
-from autotune.tuner import Callback, Tuner, TuneOptions, TuneResult
+from autotune.target import current_target
+from autotune.tuner import Callback, Tuner, TuneOptions, TuneResult, record_to_result, result_to_record
 
 # name -> "module:factory"; a factory takes the keyword options of make_runner it understands
 RUNNERS: dict[str, str] = {
@@ -114,7 +116,8 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
          pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, runner: str | Runner | None = None,
          runner_options: Any = None, seed: int = 0, timeout_s: float | None = None,
          early_stopping: int | None = None, batch: int = 8, presets: bool = True,
-         progress: bool | None = None, callbacks: Sequence[Callback] = ()) -> TuneResult:
+         progress: bool | None = None, callbacks: Sequence[Callback] = (),
+         finalists: FinalistOptions = FinalistOptions()) -> TuneResult:
     """Tune one operator at one shape: the template's presets first (presets=False: the search's
     picks only), then the strategy's, logging every measurement; an existing log is resumed.
 
@@ -125,7 +128,8 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     start from; roofline=False: no analytical prior either); runner: a name from RUNNERS or a
     Runner (None: the backend's own, local worker processes for CPU kernels); runner_options:
     LocalRunnerOptions for a runner made here; progress: a progress bar (None: when stderr is a
-    terminal).
+    terminal); finalists: the fastest candidates timed again in alternating rounds at the end, and
+    logged, before the best is named (autotune.retime; FinalistOptions(count=0, noisy_count=0): none).
 
     Example::
 
@@ -151,7 +155,8 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
         tuner = Tuner(task, search.strategy, r, records,
                       callbacks=[*search.callbacks, *callbacks, bar.update, failures],
                       initial=task.presets() if presets else ())
-        result = tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch))
+        result = tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch,
+                                       finalists=finalists))
     result.failures = failures.by_kind
     return result
 
@@ -187,6 +192,78 @@ def no_valid_config(result: TuneResult) -> str:
             f"({count} of them), e.g. {first}")
 
 
+@dataclass(frozen=True)
+class RetimeRow:
+    """One task of `retime`: its best record before and after, how many finalists were re-timed
+    and how many of those re-timings were noisy (error: why the task could not be re-timed)."""
+    key: str
+    before: Record
+    after: Record
+    retimed: int
+    noisy: int
+    error: str | None = None
+
+
+def retime(*, log: str | os.PathLike[str], top: int = 5, rounds: int = 5, any_target: bool = False,
+           runner: str | Runner | None = None, runner_options: Any = None,
+           on_task: Callable[[RetimeRow], None] | None = None) -> list[RetimeRow]:
+    """Time the finalists of every task of a log again on this machine, in `rounds` alternating
+    rounds, and append the re-timings to the log: `top` kernels whose quiet timings are within 25%
+    of the fastest, and up to 3 * top of those timed while the machine was busy (whose order says
+    little), fastest first. Records of another ISA are left out (any_target=True: re-timed here
+    too). Afterwards `load_best`, `apply_history`, `replay` and ops take the re-timings first.
+    on_task(row): called as each task is done.
+
+    Example::
+
+        >>> from autotune.tuning import retime                                # doctest: +SKIP
+        >>> [(r.key, r.before.seconds, r.after.seconds) for r in retime(log="tune.jsonl")]  # doctest: +SKIP
+    """
+    if top < 1 or rounds < 1:
+        raise AutotuneError(f"top and rounds must be >= 1, got top={top}, rounds={rounds}")
+    path = os.fspath(log)
+    records = from_target(load_records(path), current_target(1), any_target=any_target)
+    by_task: dict[str, list[Record]] = {}
+    for r in records:
+        by_task.setdefault(r.key, []).append(r)
+    by_task = {key: rs for key, rs in by_task.items() if any(r.ok for r in rs)}
+    if not by_task:
+        raise AutotuneError(f"the log {path} has no successful measurement of this ISA to re-time")
+    options = FinalistOptions(count=top, noisy_count=3 * top, noisy_within=math.inf, rounds=rounds, minimum=1)
+    out_log = RecordLog(path)
+    rows: list[RetimeRow] = []
+    with _owned(make_runner(runner or "local", options=runner_options), runner is None or isinstance(runner, str)) as r:
+        for key in sorted(by_task):
+            rs = by_task[key]
+            before = best_per_task(rs, valid=False).get(key) or next(x for x in rs if x.ok)
+            try:
+                task = rs[0].task()
+                space = task.space()
+            except AutotuneError as e:
+                rows.append(RetimeRow(key, before, before, 0, 0, str(e)))
+                continue
+            pairs, config_of, kernels = [], {}, {}
+            for x in (x for x in rs if x.ok):  # a log is untrusted: configs outside the space are left out
+                try:
+                    c = space.validate(x.config)
+                except AutotuneError:
+                    continue
+                kernel = x.kernel or c  # configs of one kernel (its key) are re-timed once
+                pairs.append((kernel, record_to_result(x)))
+                config_of.setdefault(kernel, c)
+                kernels.setdefault(kernel, x.kernel)
+            done = retime_finalists(task, pairs, r, options, config_of=config_of.__getitem__)
+            here = current_target(task.threads)
+            new = [result_to_record(task, config_of[k], res, "retime", here, kernels[k]) for k, res in done]
+            out_log.extend(new)
+            after = best_per_task(rs + new).get(key, before)
+            row = RetimeRow(key, before, after, len(done), sum(x.noisy for x in new))
+            rows.append(row)
+            if on_task is not None:
+                on_task(row)
+    return rows
+
+
 def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None = None, dtype: str = "float32",
             threads: int | None = None) -> Task:
     """A Task from a name (or Template) and a shape, or the Task itself."""
@@ -199,4 +276,5 @@ def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     return Task.create(t, shape if shape is not None else t.default_shape, dtype, threads)
 
 
-__all__ = ["RUNNERS", "Search", "as_task", "make_runner", "make_search", "no_valid_config", "tune"]
+__all__ = ["RUNNERS", "RetimeRow", "Search", "as_task", "make_runner", "make_search", "no_valid_config", "retime",
+           "tune"]

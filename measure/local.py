@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune.environment import settings, worker_env
 from autotune.errors import AutotuneError
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
+from autotune.target import check_executable
 from autotune.timing_lock import lock_path
 from measure.timing import TimingProtocol
 from measure.worker import CacheNotWritable, WorkerSetup, check_cache
@@ -47,7 +48,9 @@ from measure.worker import CacheNotWritable, WorkerSetup, check_cache
 @dataclass(frozen=True)
 class LocalRunnerOptions:
     """compile_workers: parallel compiles (default: cores); timeouts in seconds; protocol: how to
-    time; max_spread: re-measure (up to `retries` times) when max/min of the samples exceeds it."""
+    time; max_spread: re-measure (up to `retries` times) when max/min of the samples exceeds it
+    (or a sample was disturbed: measure.timing); retime_protocol: how each round of a re-timing
+    times a kernel (None: `protocol`; a round's median of 3 samples, the rounds' median is the result)."""
     compile_workers: int = 0
     compile_timeout: float = 120.0
     run_timeout: float = 60.0
@@ -59,6 +62,16 @@ class LocalRunnerOptions:
     startup_timeout: float = 180.0
     cache_dir: str | None = None  # the workers' compile cache (AUTOTUNE_CACHE_DIR); default: the settings' one
     start_attempts: int = 3  # starts of a worker before the batch is an infrastructure fault
+    retime_protocol: TimingProtocol | None = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
+
+
+def _answer(m: dict[str, Any]) -> MeasureResult:
+    """The result a worker's answer to a measure or a retime gives."""
+    cs = m.get("compile_s")
+    if m.get("ok"):
+        return MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy")),
+                             contention=m.get("contention"), retimed=bool(m.get("retimed")))
+    return MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs, retimed=bool(m.get("retimed")))
 
 
 class _Unavailable(Exception):
@@ -85,7 +98,8 @@ class _Worker:
     def __init__(self, setup: WorkerSetup) -> None:
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env())
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         env=worker_env(setup.target))
         except OSError as e:  # no process could be made (out of memory, too many processes)
             raise _Unavailable(f"cannot start a worker process: {e.strerror}") from None
         self.buf = b""
@@ -155,6 +169,7 @@ class LocalRunner:
     """Measures candidates on this machine in isolated worker processes."""
 
     def __init__(self, options: LocalRunnerOptions = LocalRunnerOptions()) -> None:
+        check_executable()  # a target this machine cannot run: one line, before any worker starts
         self.options = options
         self.n_compile = options.compile_workers or (os.cpu_count() or 1)
         cache = settings().cache_dir
@@ -188,7 +203,7 @@ class LocalRunner:
         return _Worker(WorkerSetup(
             role, self.options.cache_dir or str(here.cache_dir), here.threads,
             cores=cores,
-            lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside))
+            lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside, target=here.target))
 
     def _compile_core(self, slot: int) -> int:
         return self._core_of[slot % len(self._core_of)]
@@ -353,6 +368,46 @@ class LocalRunner:
             return msg
         return {"ok": False, "error": "worker_crashed", "message": f"the kernel crashed its worker twice ({why})"}
 
+    def retime(self, inputs: Sequence[MeasureInput], rounds: int) -> list[MeasureResult]:
+        """Check the inputs again and time them in `rounds` alternating rounds in the timing worker
+        (autotune.runner.Retimer). A worker that dies or hangs meanwhile gives INFRASTRUCTURE results:
+        which kernel did it is unknown, and the search's timings stand."""
+        results: list[MeasureResult] = [MeasureResult(None, ErrorKind.INFRASTRUCTURE, "not re-timed")] * len(inputs)
+        groups: dict[str, list[int]] = {}
+        for i, inp in enumerate(inputs):
+            groups.setdefault(inp.task.key(), []).append(i)
+        protocol = self.options.retime_protocol or self.options.protocol
+        for idx in groups.values():
+            task = inputs[idx[0]].task
+            msg = {"kind": "retime", **task.to_data(), "configs": [inputs[i].config.to_json() for i in idx],
+                   "rounds": rounds, "protocol": asdict(protocol), "seed": self.options.seed,
+                   "max_spread": self.options.max_spread}
+            answers = self._ask_timer(msg, self.options.run_timeout * max(1, rounds * len(idx)))
+            for i, a in zip(idx, answers["results"] if answers else ()):
+                results[i] = _answer({**a, "retimed": True})  # a failure too: the kernel failed its re-check
+            if answers is None:
+                why = "the timing worker died or hung while re-timing; the search's timings stand"
+                for i in idx:
+                    results[i] = MeasureResult(None, ErrorKind.INFRASTRUCTURE, why)
+        return results
+
+    def _ask_timer(self, msg: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """The timing worker's answer to one request, None if it died or did not answer in time
+        (it is replaced)."""
+        try:
+            if self._timer is None:
+                self._timer = self._start("measure")
+            self._timer = w = self._ensure_ready(self._timer, "measure")
+            w.send(msg)
+            answer = w.wait_line(timeout)
+        except (EOFError, _Unavailable):
+            answer = None
+        if answer is None and self._timer is not None:
+            self._timer.kill()
+            self._timer = None
+            self.workers_replaced += 1
+        return answer
+
     def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
         results: list[MeasureResult | None] = [None] * len(inputs)
 
@@ -363,12 +418,7 @@ class LocalRunner:
         if not inputs:
             return []
         def measure(i: int, c: dict[str, Any]) -> None:
-            m = self._measure(inputs[i])
-            cs = c.get("compile_s")
-            if m.get("ok"):
-                report(i, MeasureResult(tuple(m["costs"]), None, "", cs, noisy=bool(m.get("noisy"))))
-            else:
-                report(i, MeasureResult(None, ErrorKind(m["error"]), m.get("message", ""), cs))
+            report(i, _answer({**self._measure(inputs[i]), "compile_s": c.get("compile_s")}))  # the compile worker's time
         try:
             self._compile_all(inputs, lambda i, c: report(
                 i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))), measure)

@@ -29,12 +29,21 @@ from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
 
 def _result_to_json(r: MeasureResult) -> dict[str, Any]:
     return {"costs": list(r.costs) if r.costs else None, "error": r.error.value if r.error else None,
-            "message": r.message, "compile_s": r.compile_seconds, "ts": r.timestamp, "noisy": r.noisy}
+            "message": r.message, "compile_s": r.compile_seconds, "ts": r.timestamp, "noisy": r.noisy,
+            "contention": dict(r.contention) if r.contention else None, "retimed": r.retimed}
 
 
 def _result_from_json(d: dict[str, Any]) -> MeasureResult:
     return MeasureResult(tuple(d["costs"]) if d["costs"] else None, ErrorKind(d["error"]) if d["error"] else None,
-                         d["message"], d["compile_s"], d["ts"], d["noisy"])
+                         d["message"], d["compile_s"], d["ts"], d["noisy"], contention=d.get("contention"),
+                         retimed=bool(d.get("retimed")))
+
+
+def _inputs(items: list[dict[str, Any]]) -> list[MeasureInput]:
+    """The inputs an actor was sent (configs are checked in the worker: a bad one is an error result)."""
+    from autotune.space import Config
+    from autotune.task import Task
+    return [MeasureInput(Task.from_data(it), Config(it["config"])) for it in items]
 
 
 def _make_actor_class():  # type: ignore[no-untyped-def]
@@ -54,6 +63,8 @@ def _make_actor_class():  # type: ignore[no-untyped-def]
                     __import__(m)
             opts = dict(options)
             opts["protocol"] = TimingProtocol(**opts["protocol"])
+            if opts.get("retime_protocol"):
+                opts["retime_protocol"] = TimingProtocol(**opts["retime_protocol"])
             opts["timing_cores"] = tuple(opts.get("timing_cores", ()))
             self.runner = LocalRunner(LocalRunnerOptions(**opts))
 
@@ -61,13 +72,10 @@ def _make_actor_class():  # type: ignore[no-untyped-def]
             return ray.get_runtime_context().get_node_id(), os.getpid()
 
         def run(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            from autotune.space import Config
-            from autotune.task import Task
-            inputs = []
-            for it in items:  # configs are checked in the worker, so a bad one is an error result
-                task = Task.from_data(it)
-                inputs.append(MeasureInput(task, Config(it["config"])))
-            return [_result_to_json(r) for r in self.runner.run(inputs)]
+            return [_result_to_json(r) for r in self.runner.run(_inputs(items))]
+
+        def retime(self, items: list[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
+            return [_result_to_json(r) for r in self.runner.retime(_inputs(items), rounds)]
 
         def close(self) -> None:
             self.runner.close()
@@ -191,6 +199,19 @@ class RayRunner:
         self.actors = [a for a, ok in zip(self.actors, alive) if ok]
         self.homes = [h for h, ok in zip(self.homes, alive) if ok]
         return results  # type: ignore[return-value]
+
+    def retime(self, inputs: Sequence[MeasureInput], rounds: int) -> list[MeasureResult]:
+        """The inputs re-timed on one node's actor (autotune.runner.Retimer): times compare only
+        on one machine. An actor that dies meanwhile gives INFRASTRUCTURE results."""
+        import ray
+        if not inputs or not self.actors:
+            return [MeasureResult(None, ErrorKind.INFRASTRUCTURE, "no live measuring actor")] * len(inputs)
+        items = [{**i.task.to_data(), "config": i.config.to_json()} for i in inputs]
+        try:
+            return [_result_from_json(r) for r in ray.get(self.actors[0].retime.remote(items, rounds))]
+        except ray.exceptions.RayError as e:
+            return [MeasureResult(None, ErrorKind.INFRASTRUCTURE, f"the measuring actor died while re-timing "
+                                  f"({type(e).__name__})")] * len(inputs)
 
     def close(self) -> None:
         import ray

@@ -1,8 +1,11 @@
 """Timing a callable: warm-up, then `repeat` samples of `number` calls each, median and spread.
 
-On a virtual machine the hypervisor can take the CPU away in the middle of a sample (steal
-time, /proc/stat). Such a sample measures the neighbours, not the kernel: it is retaken, up to
-`retake_stolen` times per timing, and the result says how many kept samples were still hit.
+A sample can measure the neighbours instead of the kernel: on a virtual machine the hypervisor
+takes the CPU away in the middle of it (steal time, /proc/stat), and on a busy machine the
+kernel's threads wait for a CPU while other processes run on its cores (their run-queue delay,
+/proc/self/task/*/schedstat). Such a disturbed sample is retaken, up to `retake` times per timing,
+and the result says how many kept samples were still disturbed: a timing with any is `noisy`, as
+is one whose samples stayed spread out.
 
 Example::
 
@@ -37,16 +40,17 @@ class TimingProtocol:
     flush_cache: bool = False
     flush_bytes: int = 64 << 20
     pause_ms: float = 0.0
-    retake_stolen: int = 10
+    retake: int = 10
+    max_wait: float = 0.05
 
     def __post_init__(self) -> None:
-        for name in ("warmup", "number", "repeat", "retake_stolen"):
+        for name in ("warmup", "number", "repeat", "retake"):
             v = getattr(self, name)
             low = 1 if name in ("number", "repeat") else 0
             if not isinstance(v, int) or v < low:
                 raise ValueError(f"TimingProtocol.{name} must be a {'positive' if low else 'non-negative'} "
                                  f"integer, got {v!r}")
-        for name in ("min_repeat_ms", "pause_ms"):
+        for name in ("min_repeat_ms", "pause_ms", "max_wait"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TimingProtocol.{name} must be >= 0, got {getattr(self, name)}")
 
@@ -54,11 +58,15 @@ class TimingProtocol:
 @dataclass(frozen=True)
 class Timing:
     """Seconds per call: every kept sample, and their median, min and spread (max/min);
-    retaken: samples thrown away because CPU time was stolen during them; stolen: kept samples
-    that were hit all the same (the retake budget ran out)."""
+    retaken: disturbed samples thrown away and taken again; stolen: kept samples during which the
+    hypervisor stole CPU time all the same (the retake budget ran out); waited: kept samples during
+    which this process's threads waited for a CPU too long (other work ran on their cores); wait:
+    the largest share of a kept sample they spent waiting."""
     samples: tuple[float, ...] = field(default_factory=tuple)
     retaken: int = 0
     stolen: int = 0
+    waited: int = 0
+    wait: float = 0.0
 
     @property
     def median(self) -> float:
@@ -74,12 +82,24 @@ class Timing:
 
     def noisy(self, max_spread: float = 1.10) -> bool:
         """Whether the machine was busy during this timing: its samples stayed spread out (max/min
-        over max_spread), or CPU time was stolen during a kept one.
+        over max_spread), or a kept sample was disturbed (CPU time stolen, or the kernel's threads
+        kept waiting for a CPU).
 
         >>> Timing((1.0, 1.05)).noisy(), Timing((1.0, 1.3)).noisy(), Timing((1.0, 1.0), stolen=1).noisy()
         (False, True, True)
+        >>> Timing((1.0, 1.0), waited=2, wait=0.4).noisy()
+        True
         """
-        return self.spread > max_spread or self.stolen > 0
+        return self.spread > max_spread or self.stolen > 0 or self.waited > 0
+
+    def contention(self) -> dict[str, float | int]:
+        """What a log record keeps of the machine's state during the timing.
+
+        >>> Timing((1.0, 1.2), retaken=3, waited=1, wait=0.25).contention()
+        {'spread': 1.2, 'retaken': 3, 'stolen': 0, 'waited': 1, 'wait': 0.25}
+        """
+        return {"spread": round(self.spread, 4), "retaken": self.retaken, "stolen": self.stolen,
+                "waited": self.waited, "wait": round(self.wait, 4)}
 
 
 def _flusher(nbytes: int) -> Callable[[], None]:
@@ -102,6 +122,24 @@ def _steal_ticks(cpus: frozenset[int] | None) -> int | None:
         return sum(int(ln[8]) for ln in lines[1:] if int(ln[0][3:]) in cpus)
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _run_delay_ns() -> int | None:
+    """Nanoseconds this process's threads have spent runnable but waiting for a CPU (the second
+    field of each /proc/self/task/*/schedstat); None where Linux does not count it."""
+    total, seen = 0, False
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                total += int(f.read().split()[1])
+            seen = True
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            continue
+    return total if seen else None
 
 
 def _own_cpus() -> frozenset[int] | None:
@@ -134,24 +172,31 @@ def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingPro
         fn()
     number = calls_per_sample(fn, protocol.number, protocol.min_repeat_ms)
     flush = _flusher(protocol.flush_bytes) if protocol.flush_cache else None
-    samples: list[tuple[int, float]] = []  # (ticks stolen during the sample, seconds per call)
+    samples: list[tuple[int, float, float]] = []  # (ticks stolen, share of it spent waiting, seconds per call)
     cpus = _own_cpus()
-    counted = protocol.retake_stolen > 0 and _steal_ticks(cpus) is not None
+    steal = protocol.retake > 0 and _steal_ticks(cpus) is not None
+    delay = protocol.retake > 0 and _run_delay_ns() is not None
     clean = 0
-    while clean < protocol.repeat and len(samples) < protocol.repeat + protocol.retake_stolen:
+    while clean < protocol.repeat and len(samples) < protocol.repeat + protocol.retake:
         if protocol.pause_ms and samples:
             time.sleep(protocol.pause_ms / 1000)
         if flush:
             flush()
-        before = _steal_ticks(cpus) if counted else None
+        steal0 = _steal_ticks(cpus) if steal else None
+        wait0 = _run_delay_ns() if delay else None
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
-        el = (time.perf_counter() - t0) / number
-        after = _steal_ticks(cpus) if counted else None
-        hit = after - before if after is not None and before is not None else 0
-        samples.append((hit, el))
-        clean += hit == 0
-    kept = sorted(range(len(samples)), key=lambda i: (samples[i][0], i))[:protocol.repeat]
-    return Timing(tuple(samples[i][1] for i in sorted(kept)), retaken=len(samples) - len(kept),
-                  stolen=sum(samples[i][0] > 0 for i in kept))
+        wall = time.perf_counter() - t0
+        wait1 = _run_delay_ns() if delay else None
+        steal1 = _steal_ticks(cpus) if steal else None
+        hit = steal1 - steal0 if steal1 is not None and steal0 is not None else 0
+        waited = (wait1 - wait0) / 1e9 / max(wall, 1e-9) if wait1 is not None and wait0 is not None else 0.0
+        samples.append((hit, waited, wall / number))
+        clean += hit == 0 and waited <= protocol.max_wait
+    kept = sorted(range(len(samples)), key=lambda i: (samples[i][0] > 0 or samples[i][1] > protocol.max_wait,
+                                                      samples[i][0], samples[i][1], i))[:protocol.repeat]
+    return Timing(tuple(samples[i][2] for i in sorted(kept)), retaken=len(samples) - len(kept),
+                  stolen=sum(samples[i][0] > 0 for i in kept),
+                  waited=sum(samples[i][1] > protocol.max_wait for i in kept),
+                  wait=max(samples[i][1] for i in kept))

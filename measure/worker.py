@@ -3,8 +3,8 @@
 It speaks JSON lines: stdin carries requests, stdout the answers. The first request is the
 driver's `WorkerSetup` (role, cores, timing lock, template modules, cache directory, threads),
 answered with {"ready": true} once the worker is set up, or {"ready": false, "message": ...}.
-Every later request is a compile or a measure; a template-free op's request carries its
-definition as data. Numba's variables come in the process
+Every later request is a compile, a measure, or a retime (finalists checked again and timed in
+alternating rounds); a template-free op's request carries its definition as data. Numba's variables come in the process
 environment (Numba reads them at import), so generated kernels get SLP vectorisation and
 512-bit vectors. A kernel that crashes takes down only this process.
 
@@ -66,8 +66,9 @@ def _disk_fault(e: OSError) -> dict[str, Any]:
 class WorkerSetup:
     """A worker's settings, sent by its driver as the first message.
 
-    role: "compile" or "measure"; cache_dir and threads: the driver's
-    `autotune.environment.settings()`; cores: CPUs to pin to (none: any); lock_path: the
+    role: "compile" or "measure"; cache_dir, threads and target: the driver's
+    `autotune.environment.settings()` (Numba's CPU features for the target come in the process
+    environment, autotune.environment.worker_env); cores: CPUs to pin to (none: any); lock_path: the
     machine-wide timing lock (None: no lock); template_modules: modules (or "file:<script>") that
     register the user's templates; sys_path: entries the worker adds to sys.path to find them.
 
@@ -83,6 +84,7 @@ class WorkerSetup:
     lock_path: str | None = None
     template_modules: tuple[str, ...] = ()
     sys_path: tuple[str, ...] = ()
+    target: str = "host"
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "setup", **asdict(self)}
@@ -101,8 +103,8 @@ class _Worker:
     def __init__(self, setup: WorkerSetup) -> None:
         from autotune.environment import Settings, configure_numba, use_settings
         check_cache(setup.cache_dir)
+        use_settings(Settings(Path(setup.cache_dir), setup.threads, setup.target))
         configure_numba()
-        use_settings(Settings(Path(setup.cache_dir), setup.threads))
         import numpy  # noqa: F401
         from autotune.task import Task  # noqa: F401 (imports numba once, up front)
         import importlib
@@ -139,22 +141,21 @@ class _Worker:
         except Exception as e:
             return {"ok": False, "error": "compile_error", "message": _fmt(e)}
 
-    def measure(self, p: dict[str, Any]) -> dict[str, Any]:
+    def _checked(self, task: Any, config: Any, seed: int) -> tuple[Any, dict[str, Any] | None]:
+        """(the kernel bound to the task's inputs, None) once it built and matched the reference,
+        else (None, the failure as an answer)."""
         import numpy as np
 
         from measure.check import check_output, poisoned
-        from measure.timing import TimingProtocol, time_callable
         try:
-            task = self.task(p)
-            k = task.build(p["config"])
-            compile_s = k.compile_seconds
+            k = task.build(config)
         except OSError as e:
-            return _disk_fault(e) if e.errno in DISK_ERRNOS else {"ok": False, "error": "compile_error",
-                                                                   "message": _fmt(e)}
+            return None, (_disk_fault(e) if e.errno in DISK_ERRNOS else {"ok": False, "error": "compile_error",
+                                                                         "message": _fmt(e)})
         except Exception as e:
-            return {"ok": False, "error": "compile_error", "message": _fmt(e)}
+            return None, {"ok": False, "error": "compile_error", "message": _fmt(e)}
+        compile_s = k.compile_seconds
         try:
-            seed = int(p.get("seed", 0))
             key = (task.key(), seed)
             if key not in self._refs:
                 ins = task.inputs(seed=seed)
@@ -164,28 +165,98 @@ class _Worker:
             k(*ins, out=out)
             chk = check_output(out, np.asarray(ref), task.dtype)
             if not chk.ok:
-                return {"ok": False, "error": "wrong_answer", "message": chk.message, "compile_s": compile_s}
-            proto = TimingProtocol(**p["protocol"])
-            run = k.bind(*ins)
-            costs = None
-            noisy = False
-            for _attempt in range(1 + int(p.get("retries", 2))):
-                with TimingLock(self.lock_path):
-                    t = time_callable(run, proto)
-                if costs is None or t.spread < (max(costs) / min(costs)):
-                    costs = list(t.samples)
-                noisy = t.noisy(float(p.get("max_spread", 1.1)))
-                if not noisy:
-                    break
-            return {"ok": True, "costs": costs, "compile_s": compile_s, "noisy": noisy}
+                return None, {"ok": False, "error": "wrong_answer", "message": chk.message, "compile_s": compile_s}
+            return (k.bind(*ins), compile_s), None
         except Exception as e:
-            return {"ok": False, "error": "runtime_error", "message": _fmt(e) + "\n" + traceback.format_exc(limit=3)[-800:],
-                    "compile_s": compile_s}
+            return None, _runtime_error(e, compile_s)
+
+    def measure(self, p: dict[str, Any]) -> dict[str, Any]:
+        from measure.timing import TimingProtocol
+        try:
+            task = self.task(p)
+        except Exception as e:
+            return {"ok": False, "error": "compile_error", "message": _fmt(e)}
+        bound, failed = self._checked(task, p["config"], int(p.get("seed", 0)))
+        if failed is not None:
+            return failed
+        run, compile_s = bound
+        max_spread = float(p.get("max_spread", 1.1))
+        try:
+            t = self._time(run, TimingProtocol(**p["protocol"]), 1 + int(p.get("retries", 2)), max_spread)
+        except Exception as e:
+            return _runtime_error(e, compile_s)
+        return {"ok": True, "costs": list(t.samples), "compile_s": compile_s, "noisy": t.noisy(max_spread),
+                "contention": t.contention()}
+
+    def retime(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Check each of p["configs"] again, then time them all in p["rounds"] alternating rounds:
+        {"results": [one answer per config: costs are the median of each round]}."""
+        from measure.timing import TimingProtocol, time_callable
+        try:
+            task = self.task(p)
+        except Exception as e:
+            return {"results": [{"ok": False, "error": "compile_error", "message": _fmt(e)}] * len(p["configs"])}
+        proto, rounds, max_spread = TimingProtocol(**p["protocol"]), int(p["rounds"]), float(p.get("max_spread", 1.1))
+        answers: list[dict[str, Any]] = []
+        runs: dict[int, Any] = {}
+        for i, cfg in enumerate(p["configs"]):
+            bound, failed = self._checked(task, cfg, int(p.get("seed", 0)))
+            answers.append(failed or {"ok": True, "compile_s": bound[1]})
+            if failed is None:
+                runs[i] = bound[0]
+        timings: dict[int, list[Any]] = {i: [] for i in runs}
+        for _ in range(rounds):
+            for i, run in list(runs.items()):
+                try:
+                    with TimingLock(self.lock_path):
+                        timings[i].append(time_callable(run, proto))
+                except Exception as e:
+                    answers[i] = _runtime_error(e, answers[i].get("compile_s"))
+                    del runs[i]
+        for i in runs:
+            answers[i].update(_rounds(timings[i], max_spread))
+        return {"results": answers}
+
+    def _time(self, run: Any, proto: Any, attempts: int, max_spread: float) -> Any:
+        """The first quiet timing of `run` in up to `attempts`, else the least disturbed one."""
+        from measure.timing import time_callable
+        best = None
+        for _ in range(attempts):
+            with TimingLock(self.lock_path):
+                t = time_callable(run, proto)
+            if not t.noisy(max_spread):
+                return t
+            if best is None or (t.stolen + t.waited, t.spread) < (best.stolen + best.waited, best.spread):
+                best = t
+        return best
+
+
+def _runtime_error(e: BaseException, compile_s: float | None) -> dict[str, Any]:
+    return {"ok": False, "error": "runtime_error", "message": _fmt(e) + "\n" + traceback.format_exc(limit=3)[-800:],
+            "compile_s": compile_s}
+
+
+def _rounds(timings: list[Any], max_spread: float) -> dict[str, Any]:
+    """A re-timing's answer from its rounds: each round's median; noisy when half of them or more
+    were (the median of the rounds stands a minority of disturbed ones).
+
+    >>> from measure.timing import Timing
+    >>> r = _rounds([Timing((1.0, 1.01)), Timing((2.0, 3.0)), Timing((1.1, 1.1))], 1.1)
+    >>> r["costs"], r["noisy"], r["contention"]["noisy_rounds"], r["contention"]["spread"]
+    ([1.005, 2.5, 1.1], False, 1, 2.4876)
+    """
+    noisy = sum(t.noisy(max_spread) for t in timings)
+    medians = [t.median for t in timings]
+    return {"costs": medians, "noisy": 2 * noisy >= len(timings), "retimed": True,
+            "contention": {"spread": round(max(medians) / min(medians), 4), "rounds": len(timings),
+                           "noisy_rounds": noisy, "retaken": sum(t.retaken for t in timings),
+                           "stolen": sum(t.stolen for t in timings), "waited": sum(t.waited for t in timings),
+                           "wait": round(max(t.wait for t in timings), 4)}}
 
 
 def main() -> None:
-    """Serve JSON-line requests on stdin: first a `WorkerSetup`, then {"kind": "compile"|"measure",
-    ...payload}; answer each on stdout.
+    """Serve JSON-line requests on stdin: first a `WorkerSetup`, then {"kind": "compile"|"measure"|
+    "retime", ...payload}; answer each on stdout.
 
     Kernels, Numba and warnings may write to stdout; the answers go to a private copy of it.
     """
@@ -209,7 +280,8 @@ def main() -> None:
         if not line.strip():
             continue
         msg = json.loads(line)
-        reply = w.compile(msg) if msg.get("kind") == "compile" else w.measure(msg)
+        kind = msg.get("kind")
+        reply = w.compile(msg) if kind == "compile" else w.retime(msg) if kind == "retime" else w.measure(msg)
         answers.write(json.dumps(reply) + "\n")
 
 

@@ -47,7 +47,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
-from autotune.target import Target, host
+from autotune.target import Target, current
 from templates import conv2d_winograd as winograd
 from templates import gemm
 from templates.gemm import fit as _fit
@@ -125,7 +125,7 @@ def define_flat(shape: Shape, dtype: str) -> te.Tensor:
     X = te.placeholder((N, C, H, W), dtype, name="X")
     Wt = te.placeholder((K, C, R, S), dtype, name="W")
     zero = te.const(0, dtype)
-    vec = host().lanes(dtype)
+    vec = current().lanes(dtype)
     Xf = te.compute(  # slack for whole tiles of up to 8 vectors of pixels past the last row
         (N, C, Hp * Wp + dil * (S - 1) + 8 * vec),
         lambda n, c, q: te.select(te.all_of(q // Wp >= pad, q // Wp < H + pad, q % Wp >= pad, q % Wp < W + pad),
@@ -198,7 +198,7 @@ def tiles(shape: Shape, dtype: str, target: Target | None = None) -> list[str]:
     """Register tiles "KBxOHBxOWB" (output channels x rows x columns) that fit the target's vector
     registers (larger ones spill), then the flattened-width tiles "wKBxPB" (stride 1), then the
     Winograd tiles "fMxMRxNR" (3x3, stride 1, dilation 1)."""
-    target = target or host()
+    target = target or current()
     K = shape["K"]
     OH, OW = conv_geometry(shape, "conv2d")[:2]
     vec = target.lanes(dtype)
@@ -230,7 +230,7 @@ def tiles(shape: Shape, dtype: str, target: Target | None = None) -> list[str]:
 def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     N, C, K = shape["N"], shape["C"], shape["K"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "conv2d")
-    vec = (target or host()).lanes(dtype)
+    vec = (target or current()).lanes(dtype)
     has_pad = Hp > shape["H"] or Wp > shape["W"] or pad > 0
     par = ["none"]
     if threads > 1:
@@ -474,7 +474,7 @@ def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None
     (`l1_channel_block`), then unsplit; then the channel-blocked input (padded per thread, or once
     before the threads start), 2 x 7 or 1 x 14 pixels by 2 vectors of channels, unsplit (cb = C).
     Tiles the target's registers cannot hold become the nearest that fit (`nearest_tile`)."""
-    target = target or host()
+    target = target or current()
     vec = target.lanes(dtype)
     sp = space(shape, dtype, threads, target)
     offered = sp.by_name["tile"].values()

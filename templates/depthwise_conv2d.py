@@ -23,7 +23,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from templates.base import CodegenOptions, Shape, Template
 from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
-from autotune.target import Target, host
+from autotune.target import Target, current
 from templates.gemm import fit as _fit
 
 
@@ -44,7 +44,7 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
 def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
     N, C, H, W = shape["N"], shape["C"], shape["H"], shape["W"]
     OH, OW, Hp, Wp, st, pad, dil = conv_geometry(shape, "depthwise_conv2d")
-    vec = (target or host()).lanes(dtype)
+    vec = (target or current()).lanes(dtype)
     has_pad = Hp > H or Wp > W or pad > 0
     par = ["none"]
     if threads > 1:

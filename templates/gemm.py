@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, ConfigSpace
-from autotune.target import Target, host
+from autotune.target import Target, current
 
 Cfg = Mapping[str, Any]
 
@@ -48,7 +48,7 @@ def tile_knobs(shape: Mapping[str, int], dtype: str, mr: Sequence[int] = (1, 2, 
     """The knobs of the register tile (mr x nr: nr in whole vectors of the target), the k block
     (kc) and the row block (mc_panels). `tile_prune` leaves out tiles the registers cannot hold."""
     M, N, K = shape["M"], shape["N"], shape["K"]
-    vec = (target or host()).lanes(dtype)
+    vec = (target or current()).lanes(dtype)
     return [
         ChoiceKnob("mr", fit(list(mr), M)),
         ChoiceKnob("nr", fit([vec, 2 * vec, 3 * vec, 4 * vec], N)),
@@ -65,7 +65,7 @@ def tile_vectors(mr: int, nr: int, shape: Mapping[str, int], dtype: str, target:
 def tile_prune(shape: Mapping[str, int], dtype: str, target: Target | None = None) -> Callable[[Cfg], str | None]:
     """The space's prune rule: an mr x nr tile whose accumulators, the row of B vectors and a
     broadcast of A do not fit the target's vector registers would spill."""
-    target = target or host()
+    target = target or current()
 
     def prune(cfg: Cfg) -> str | None:
         rows, vecs = tile_vectors(cfg["mr"], cfg["nr"], shape, dtype, target)
@@ -88,7 +88,7 @@ PRESET_TILES = {32: ((6, 3, 512, 16), (8, 3, 512, 8), (4, 4, 512, 16), (6, 2, 51
 def preset_tiles(dtype: str, target: Target | None = None, n: int = 6) -> list[dict[str, int]]:
     """The first `n` preset tiles (of the largest register file the target has, else of the
     smaller) that fit the target's registers, as mr / nr / kc / mc_panels."""
-    target = target or host()
+    target = target or current()
     vec = target.lanes(dtype)
     files = sorted(PRESET_TILES, reverse=True)
     regs = next((r for r in files if r <= target.registers), files[-1])

@@ -26,7 +26,7 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
-from autotune.target import host
+from autotune.target import current
 from templates.base import CodegenOptions, Shape, Template
 
 _LN2_HI = 0.693145751953125                # ln 2 = _LN2_HI + _LN2_LO, _LN2_HI with few mantissa bits
@@ -74,7 +74,7 @@ def row_max(x: te.Tensor, name: str) -> te.Tensor:
     of V dependent maxima) and of the N % V tail columns.
     """
     M, N = x.shape
-    V = 2 * host().lanes(x.dtype)
+    V = 2 * current().lanes(x.dtype)
     full, tail = divmod(N, V)
     if full == 0:
         r = te.reduce_axis(N, name=f"{name}_r")

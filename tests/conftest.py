@@ -24,6 +24,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "autotune"))
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a test that compiles many kernels")
+    config.addinivalue_line("markers", "target: the test follows the target in force (AUTOTUNE_TARGET): .ci/run "
+                            "runs these again under every other target this machine executes")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +42,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def cache_dir() -> str:
     """The private AUTOTUNE_CACHE_DIR of this test session."""
     return _CACHE_DIR
+
+
+@pytest.fixture
+def pin_target(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """pin_target(name): make `name` the target in force for this test (AUTOTUNE_TARGET: spaces,
+    presets and workers follow it) and return its description. A test that names a tile, a lane
+    count or a preset pins the target it is about. executes=True (for a test that runs kernels):
+    skipped where this machine cannot run the target's code."""
+    from autotune.target import describe, executable
+
+    def pin(name: str, *, executes: bool = False):  # type: ignore[no-untyped-def]
+        if executes and not executable(name):
+            pytest.skip(f"this machine cannot run {name} code; the test's descriptions are checked elsewhere")
+        monkeypatch.setenv("AUTOTUNE_TARGET", name)
+        return describe(name)
+    return pin
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ PACKAGES = ("autotune", "templates", "measure")
 # module prefix -> layer; the longest matching prefix decides. Lower layers may not import higher ones.
 LAYERS: dict[str, int] = {
     "autotune.errors": 0, "autotune.dtypes": 0, "autotune.environment": 0, "autotune.version": 0, "autotune.timing_lock": 0,
-    "autotune.target": 0,  # the machine description: templates derive their tiles from it
+    "autotune.isa": 0, "autotune.target": 0,  # the machine description: templates derive their tiles from it
     "autotune.ir": 1,
     "autotune.schedule": 2,
     "autotune.codegen": 3,
@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "autotune.backends": 6,  # the registry; the backends themselves sit with the cost models they feed
     "autotune.cost_model": 7, "autotune.backends.cpu": 7, "autotune.backends.tpu": 7,
     "autotune.search": 8,
-    "autotune.tuner": 9, "autotune.progress": 9,
+    "autotune.tuner": 9, "autotune.progress": 9, "autotune.retime": 9,
     "autotune.tuning": 10,
     "measure": 10,  # runners and experiments: on top of the engine, beside the assembly point
     "autotune.api": 11, "autotune.cli": 11, "autotune.distributed": 11, "autotune.bench": 11,

@@ -5,10 +5,10 @@ from autotune.dtypes import ITEMSIZE
 
 
 def vector_target() -> tuple[int, int]:
-    """(vector register bytes, vector register count) of this machine's ISA: the one place the
-    auto-scheduler asks the target."""
-    from autotune.target import host
-    t = host()
+    """(vector register bytes, vector register count) of the target in force (AUTOTUNE_TARGET, else
+    this machine): the one place the auto-scheduler asks the target."""
+    from autotune.target import current
+    t = current()
     return t.vector_bits // 8, t.registers
 
 

@@ -40,6 +40,7 @@ from autotune.errors import CacheError, CompileError, ShapeError
 from autotune.ir.stmt import Function, LoopNest
 from autotune.schedule.lower import lower
 from autotune.schedule.schedule import Schedule
+from autotune.target import check_executable
 
 configure_numba()
 import numba  # noqa: E402  (after configure_numba on purpose)
@@ -304,7 +305,9 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
           cache_dir: Path | None = None, views: Sequence[tuple[int, ...]] = ()) -> Kernel:
     """Lower, generate, compile (or load from the disk cache) and wrap a schedule. The kernel's
     compile_seconds is the CPU time this thread spent on all of it: a compile worker paused while
-    another kernel is timed, or waiting for a busy core, is not charged."""
+    another kernel is timed, or waiting for a busy core, is not charged. A target in force that this
+    machine cannot execute (AUTOTUNE_TARGET) is an AutotuneError: its code is never compiled here."""
+    check_executable()
     t0 = time.thread_time()
     nest = lower(sched)
     source, modules = generate_sources(sched, nest, reassoc=reassoc, noalias=noalias)

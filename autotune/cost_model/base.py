@@ -67,10 +67,12 @@ class Dataset:
     @classmethod
     def from_records(cls, records: Iterable[Record], *, max_per_task: int | None = None,
                      graphs: bool = False) -> "Dataset":
-        """Lower every (validated) config of the records and extract its features (and graphs)."""
+        """Lower every (validated) config of the records and extract its features (and graphs).
+        Re-timings of finalists are left out: they time configs the log measured already."""
         by_task: dict[str, list[Record]] = {}
         for r in records:
-            by_task.setdefault(r.key, []).append(r)
+            if not r.retimed:
+                by_task.setdefault(r.key, []).append(r)
         ds = cls()
         for key in sorted(by_task):
             rs = by_task[key][:max_per_task] if max_per_task else by_task[key]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autotune.cost_model.base import Dataset, ModelError, as_matrix, read_model_file, write_model_file
-from autotune.target import Target, host
+from autotune.target import Target, current
 
 if TYPE_CHECKING:
     from autotune.task import Task
@@ -43,8 +43,8 @@ TRIP, FLOPS, ACC, UNROLLED, VECTOR, PARALLEL = 0, 1, 114, 115, 116, 117
 
 class RooflineModel:
     """The machine: `lanes` SIMD lanes, `fma_ports` FMA units of `fma_latency` cycles, `load_ports`
-    loads per cycle and `registers` vector registers per core; what is not given is this
-    machine's (`autotune.target.host()`, float32 lanes)."""
+    loads per cycle and `registers` vector registers per core; what is not given is the target's
+    in force (`autotune.target.current()`, float32 lanes)."""
     kind = "roofline"
     needs_graphs = False
 
@@ -52,7 +52,7 @@ class RooflineModel:
                  fma_latency: int | None = None, load_ports: int = 2, registers: int | None = None) -> None:
         if threads < 1:
             raise ModelError(f"threads must be at least 1, got {threads!r}")
-        here = host()
+        here = current()
         self.threads = threads
         self.lanes = lanes if lanes is not None else here.lanes("float32")
         self.fma_ports = fma_ports if fma_ports is not None else here.fma_units
@@ -74,8 +74,8 @@ class RooflineModel:
 
     @classmethod
     def for_task(cls, task: "Task") -> "RooflineModel":
-        """The model of this machine for the task's dtype and threads."""
-        return cls.for_target(host(), task.dtype, task.threads)
+        """The model of the target in force for the task's dtype and threads."""
+        return cls.for_target(current(), task.dtype, task.threads)
 
     def fit(self, data: Dataset) -> None:
         pass  # nothing learned: the estimate is the machine's

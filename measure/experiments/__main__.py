@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from measure.experiments import (call_overhead, model_accuracy, ray_scaling, search_efficiency, spread,
-                                 surrogate_efficiency, template_free, throughput, winograd)
+from measure.experiments import (busy_machine, call_overhead, model_accuracy, ray_scaling, search_efficiency,
+                                 spread, surrogate_efficiency, template_free, throughput, winograd)
 
 # name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
 EXPERIMENTS: dict[str, ModuleType] = {
@@ -24,6 +24,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "call-overhead": call_overhead,
     "template-free": template_free,
     "winograd": winograd,
+    "busy-machine": busy_machine,
 }
 
 

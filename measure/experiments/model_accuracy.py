@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> dict:
     per_task: dict[str, tuple[str, Dataset, Dataset]] = {}  # key -> (op, features, graphs if a gnn is asked for)
     task_of: dict[str, Task] = {}
     for f in files:
-        recs = load_records(f)[:args.long]
+        recs = [r for r in load_records(f) if not r.retimed][:args.long]
         if not recs:
             continue
         graphs = Dataset.from_records(recs, graphs=True) if "gnn" in models else Dataset()

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> dict:
         with make_runner("local", options=opts) as runner:
             for t in tasks:  # the long random searches (resumable: their logs are kept)
                 path = work / f"random_{slug(t.key())}.jsonl"
-                have = sum(r.key == t.key() for r in load_records(path)) if path.exists() else 0
+                have = sum(r.key == t.key() and not r.retimed for r in load_records(path)) if path.exists() else 0
                 if have < args.long:  # the tuner resumes the log: only the missing trials are made
                     tune(op=t, trials=args.long - have, log=path, strategy="random", seed=100, runner=runner,
                          presets=False, progress=False)
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> dict:
             if not path.exists():
                 raise SystemExit(f"{path} is missing: run the benchmark without --analyze-only first")
             runs[label] = [(r.validated_config().to_json(), r.seconds) for r in load_records(path)
-                           if r.key == t.key()][:limit]
+                           if r.key == t.key() and not r.retimed][:limit]  # trials, not the finalists' re-timings
         top: list[dict] = []
         # every target decides on its own contenders: those of each shorter random run too
         for seq in [runs["random"][:n] for n in lengths] + list(runs.values()):

@@ -3,9 +3,9 @@ spread (max/min) across processes of their median times and of their minimum tim
 
     python -m measure.experiments spread --op matmul --shape 1024x1024x1024 --threads 2 --processes 10
 
-Each process takes 15 samples, 100 ms apart. --retake-stolen "0,15" alternates the processes
-between those budgets for retaking samples the hypervisor stole from, and reports each (an A/B
-in the same run).
+Each process takes 15 samples, 100 ms apart. --retake "0,15" alternates the processes
+between those budgets for retaking disturbed samples (CPU time stolen, threads kept waiting for
+a CPU), and reports each (an A/B in the same run).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from autotune.environment import worker_env
 from measure.experiments.common import add_task_arguments
 from measure.timing import TimingProtocol, time_callable
 
-PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100, retake_stolen=15)
+PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100, retake=15)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="the config as JSON (default: the first preset, else a random "
                    "config); knobs it leaves out come from that default")
     p.add_argument("--processes", type=int, default=10, help="fresh processes per retake budget")
-    p.add_argument("--retake-stolen", default=str(PROTOCOL.retake_stolen),
+    p.add_argument("--retake", default=str(PROTOCOL.retake),
                    help="budgets for retaking stolen-from samples, e.g. 0,15 (alternated)")
     p.add_argument("--cache-dir", default=None, help="the compile cache the processes build from "
                    "(default: AUTOTUNE_CACHE_DIR or ~/.cache/autotune)")
@@ -46,13 +46,13 @@ def run(args: argparse.Namespace) -> dict:
     env = worker_env()
     if args.cache_dir:
         env["AUTOTUNE_CACHE_DIR"] = args.cache_dir
-    budgets = [int(b) for b in str(args.retake_stolen).split(",")]
+    budgets = [int(b) for b in str(args.retake).split(",")]
     runs: dict[int, list[dict]] = {b: [] for b in budgets}
     for i in range(args.processes * len(budgets)):
         b = budgets[i % len(budgets)]
         out = subprocess.run([sys.executable, "-m", "measure.experiments.spread", "--op", args.op, "--shape",
                               args.shape, "--dtype", args.dtype, "--threads", str(task.threads), "--config",
-                              json.dumps(cfg.to_json()), "--retake-stolen", str(b)],
+                              json.dumps(cfg.to_json()), "--retake", str(b)],
                              env=env, capture_output=True, text=True, check=True)
         runs[b].append(json.loads(out.stdout.strip().splitlines()[-1]))
         time.sleep(0.5)
@@ -82,7 +82,7 @@ def once(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="python -m measure.experiments.spread")
     add_task_arguments(p)
     p.add_argument("--config", required=True)
-    p.add_argument("--retake-stolen", type=int, required=True)
+    p.add_argument("--retake", type=int, required=True)
     args = p.parse_args(argv)
     task = Task.create(args.op, args.shape, args.dtype, args.threads)
     k = task.build(json.loads(args.config))
@@ -92,7 +92,7 @@ def once(argv: list[str]) -> None:
     chk = check_output(out, task.reference(ins), task.dtype)
     if not chk.ok:
         raise SystemExit(f"wrong answer: {chk.message}")
-    t = time_callable(k.bind(*ins), dataclasses.replace(PROTOCOL, retake_stolen=args.retake_stolen))
+    t = time_callable(k.bind(*ins), dataclasses.replace(PROTOCOL, retake=args.retake))
     print(json.dumps({"median": t.median, "min": t.min, "spread": t.spread, "compile_s": k.compile_seconds,
                       "retaken": t.retaken, "stolen": t.stolen}))
 

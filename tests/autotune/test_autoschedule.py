@@ -13,6 +13,8 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from templates import conv2d, layernorm, softmax
 
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
+
 
 def matmul(M: int, N: int, K: int):  # type: ignore[no-untyped-def]
     A = te.placeholder((M, K), name="A")
@@ -161,10 +163,11 @@ def test_a_direct_convolution_is_recognised_and_nothing_else_is() -> None:
     assert auto.window is not None and auto.window.stage == "Y" and auto.epilogue
 
 
-def test_a_convolution_epilogue_is_fused_at_the_register_tile() -> None:
+def test_a_convolution_epilogue_is_fused_at_the_register_tile(pin_target) -> None:  # type: ignore[no-untyped-def]
     """relu(conv + b): the output split into the window sketch's tiles (pixels unrolled, channels
     vectorised, rows over threads), the convolution computed at each tile over the whole reduction
-    in its own accumulator tile, the input made once or per thread."""
+    in its own accumulator tile, the input made once or per thread (AVX2's tiles)."""
+    pin_target("avx2")
     out, _ = conv_bias_relu(0, 0, 0)
     auto = AutoScheduler(out, threads=2)
     assert auto.space.by_name["input"].values() == ["blocked_root", "blocked_thread", "plain", "plain_thread"]
@@ -182,10 +185,11 @@ def test_a_convolution_epilogue_is_fused_at_the_register_tile() -> None:
 
 @pytest.mark.parametrize("make", [conv_bias_relu, conv_bias_relu_strided], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("layout", ["blocked_thread", "plain_thread"])
-def test_a_fused_epilogue_makes_the_input_per_thread_over_the_rows_each_thread_reads(make, layout) -> None:  # type: ignore[no-untyped-def]
+def test_a_fused_epilogue_makes_the_input_per_thread_over_the_rows_each_thread_reads(make, layout, pin_target) -> None:  # type: ignore[no-untyped-def]
     """With an epilogue the blocked or padded input is computed at the output's loop over threads,
     its region what the convolution stages computed inside that loop read: correct for every loop
-    over threads that keeps it per thread (a batch axis, the pixel rows), at awkward shapes."""
+    over threads that keeps it per thread (a batch axis, the pixel rows), at awkward shapes (AVX2's tiles)."""
+    pin_target("avx2", executes=True)
     out, ref = make(0, 0, 0)
     auto = AutoScheduler(out, threads=2)
     ins = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")

@@ -16,6 +16,8 @@ from autotune.schedule import Schedule
 from autotune.task import Task
 from templates import TEMPLATES
 
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
+
 SHAPES = {  # small, awkward: no vector or block divides them; padding and stride 2 where they apply
     "matmul": {"M": 13, "N": 21, "K": 9},
     "batch_matmul": {"B": 3, "M": 13, "N": 21, "K": 9},

@@ -9,32 +9,48 @@ import sys
 
 import pytest
 
-from autotune.bench import BenchOptions, BenchResult, Candidate, _final_pick, count_noisy, format_result
+from autotune.bench import BenchOptions, BenchResult, Candidate, count_noisy, format_result, run_bench
 from autotune.environment import ROOT
+from autotune.records import load_records
 from autotune.task import Task
 from measure.timing import Timing
 
 
-def test_a_lucky_tuning_time_does_not_pick_the_slower_kernel():
+def _logged(log, task: Task, timed: list[tuple[object, float]]) -> None:  # type: ignore[no-untyped-def]
+    from autotune.records import RecordLog
+    from autotune.runner import MeasureResult
+    from autotune.target import current_target
+    from autotune.tuner import result_to_record
+    for cfg, seconds in timed:
+        RecordLog(log).append(result_to_record(task, cfg, MeasureResult((seconds,) * 3), "random",
+                                               current_target(task.threads)))
+
+
+def test_a_lucky_tuning_time_does_not_pick_the_slower_kernel(tmp_path):  # type: ignore[no-untyped-def]
+    """The finalists are timed again in alternating rounds (in the measuring worker) before the best
+    is named: a slow kernel timed in a quiet spell does not beat a good one timed in a busy one."""
     task = Task.create("matmul", "192x192x192", "float32", threads=1)
     sp = task.space()
     good = task.presets()[0]
     slow = sp.validate({**good, "mr": min(sp.by_name["mr"].values()), "nr": min(sp.by_name["nr"].values()),
                         "kc": min(sp.by_name["kc"].values()), "pack_a": False})
-    # the slow kernel was timed in a quiet spell (a fast time), the good one in a busy one
-    cands = [Candidate(slow, seconds=1.0e-4), Candidate(good, seconds=1.2e-4), Candidate(slow, seconds=5e-4)]
-    best, run = _final_pick(task, cands, task.inputs(seed=1), BenchOptions(pick_rounds=3))
-    assert best.config == good
-    assert run().shape == (192, 192)
+    log = tmp_path / "log.jsonl"
+    _logged(log, task, [(slow, 1.0e-4), (good, 1.2e-4)])
+    r = run_bench(task, BenchOptions(trials=0, pick_rounds=3, rounds=1, progress=False, baselines=()), log=str(log))
+    assert r.best.config == good
+    assert len(r.candidates) == 2  # re-timings are not candidates
+    retimed = [x for x in load_records(log) if x.retimed]
+    assert {x.config_key() for x in retimed} == {json.dumps(dict(c), sort_keys=True, separators=(",", ":"))
+                                                 for c in (slow, good)}
+    assert all(len(x.costs) == 3 for x in retimed)  # one median per round
 
 
 def test_only_candidates_near_the_fastest_are_finalists():
-    task = Task.create("matmul", "64x64x64", "float32", threads=1)
-    good = task.presets()[0]
-    far = task.space().validate({**good, "pack_a": not good["pack_a"]})
-    best, _ = _final_pick(task, [Candidate(good, seconds=1e-5), Candidate(far, seconds=1e-3)], task.inputs(),
-                          BenchOptions())
-    assert best.config == good  # the far one (100x slower when tuned) is not timed again
+    from autotune.retime import FinalistOptions, pick_finalists
+    from autotune.runner import MeasureResult
+    timed = [("good", MeasureResult((1e-5,))), ("near", MeasureResult((1.2e-5,))), ("far", MeasureResult((1e-3,)))]
+    assert pick_finalists(timed, FinalistOptions(count=5)) == ["good", "near"]  # the far one is not timed again
+    assert pick_finalists(timed, FinalistOptions(count=1)) == ["good"]
 
 
 def _result(**kw) -> BenchResult:  # type: ignore[no-untyped-def]

@@ -39,6 +39,21 @@ def test_list_shows_every_operator_and_its_knobs(capsys: pytest.CaptureFixture[s
     assert "mr" in out and "kc" in out
 
 
+def test_targets_lists_each_name_and_whether_this_machine_runs_it(capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.target import TARGETS, executable
+    monkeypatch.setenv("AUTOTUNE_TARGET", "sse4.2")
+    assert main(["targets"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:-1]}
+    assert set(rows) == set(TARGETS)
+    assert "<- in force" in rows["sse4.2"] and "128 bit" in rows["sse4.2"]
+    for name, line in rows.items():
+        assert ("runs its code" in line) == executable(name), line
+    monkeypatch.setenv("AUTOTUNE_TARGET", "avx9")
+    assert main(["targets"]) == 2
+    assert "AUTOTUNE_TARGET='avx9' is not a target" in capsys.readouterr().err
+
+
 def test_show_prints_source_for_a_partial_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "matmul", "--shape", "40x30x20", "--config", '{"mr": 4}', "--trace"]) == 0
     out = capsys.readouterr().out
@@ -50,14 +65,20 @@ def test_report_summarises_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[s
     log = tmp_path / "l.jsonl"
     for i, s in enumerate([3e-3, 1e-3, 2e-3]):
         RecordLog(log).append(Record(op="matmul", shape={"M": 8, "N": 8, "K": 8}, dtype="float32", threads=1,
-                                     config={"i": i}, costs=[s], timestamp=100.0 + i, strategy="random"))
+                                     config={"i": i}, costs=[s], timestamp=100.0 + i, strategy="random",
+                                     noisy=i == 1))
+    RecordLog(log).append(Record(op="matmul", shape={"M": 8, "N": 8, "K": 8}, dtype="float32", threads=1,
+                                 config={"i": 2}, costs=[1.6e-3], timestamp=103.0, strategy="random", retimed=True))
     assert main(["report", str(log), "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
     assert "random" in out and (tmp_path / "c.png").stat().st_size > 1000
     header, row = out.splitlines()[:2]
-    # columns line up however long the task name is; elapsed = last record's time - first's
+    # columns line up however long the task name is; elapsed = last record's time - first's; the
+    # re-timing is no trial; the named best is the re-timing, not the faster single timing
     assert header.index("elapsed s") + len("elapsed s") == len(row)
-    assert row.split()[-1] == "2.0" and "elapsed s: from the task's first record" in out
+    assert row.split()[2:5] == ["3", "0", "1"] and row.split()[-1] == "2.0"
+    assert "elapsed s: from the task's first record" in out
+    assert "matmul|M=8,N=8,K=8|float32|threads=1: best 0.0 GFLOP/s, a quiet re-timing (1 re-timing of" in out
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -15,6 +15,8 @@ import autotune
 from autotune import te
 from autotune.errors import AutotuneError
 
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

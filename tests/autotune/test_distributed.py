@@ -97,13 +97,18 @@ def test_sweep_on_local_ray_into_one_log_and_resume(local_ray, tmp_path: Path) -
     tasks = parse_spec(SPEC)
     states = run_sweep(tasks, log, progress=False)
     assert all(st.status == "done" for st in states.values())
-    recs = load_records(log)
+    recs = measurements(log)  # re-timings of each task's finalists are no trials
     assert len(tasks) == 2 and len(recs) == 4 and {r.key for r in recs} == {t.key for t in tasks}
+    assert all(st.timed >= 2 and 0 <= st.noisy <= st.timed for st in states.values())
     again = run_sweep(tasks, log, progress=False)  # resumed, then `trials` more each, as `tune --trials`
     assert all(st.status == "done" and (st.resumed, st.new) == (2, 2) for st in again.values())
-    recs = load_records(log)
+    recs = measurements(log)
     assert len(recs) == 8
     assert all(len({json.dumps(r.config, sort_keys=True) for r in recs if r.key == t.key}) == 4 for t in tasks)
+
+
+def measurements(log: Path) -> list:  # type: ignore[type-arg]
+    return [r for r in load_records(log) if not r.retimed]
 
 
 def test_a_sweep_survives_its_queue_actor_dying(local_ray, tmp_path: Path) -> None:
@@ -124,7 +129,7 @@ def test_a_sweep_survives_its_queue_actor_dying(local_ray, tmp_path: Path) -> No
     assert streamed, "the test must kill the queue actor mid-sweep"
     assert all(st.done >= st.task.trials for st in states.values()), {k: (s.done, s.status) for k, s in states.items()}
     recs = load_records(log)
-    assert len(recs) == 4 and len({r.to_line() for r in recs}) == 4  # every record once
+    assert len(measurements(log)) == 4 and len({r.to_line() for r in recs}) == len(recs)  # every record once
     assert streamed[0] in {r.to_line() for r in recs}
 
 
@@ -219,7 +224,7 @@ def test_a_ray_tune_whose_actors_are_killed_mid_batch_measures_every_config(two_
                     ray.kill(a)
     log = KillingLog(tmp_path / "tune.jsonl")
     result = Tuner(task, make_strategy("random", task.space()), runner, log).run(TuneOptions(trials=8, batch=4))
-    recs = load_records(log.path)
+    recs = measurements(log.path)  # and the finalists re-timed on one actor
     assert killed and runner.replaced >= replaced + 2
     assert result.measured == 8 and result.infrastructure == 0
     assert len(recs) == 8 and all(r.ok for r in recs), [(r.error, r.message) for r in recs]

@@ -38,7 +38,10 @@ def test_the_docstring_names_every_variable_in_use() -> None:
 def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("AUTOTUNE_THREADS", "3")
-    assert settings() == environment.Settings(tmp_path, 3)
+    monkeypatch.delenv("AUTOTUNE_TARGET", raising=False)
+    assert settings() == environment.Settings(tmp_path, 3, "host")
+    monkeypatch.setenv("AUTOTUNE_TARGET", " avx2 ")
+    assert settings().target == "avx2"
     monkeypatch.setenv("AUTOTUNE_THREADS", "zero")  # not a positive count: all cores
     assert settings().threads == (os.cpu_count() or 1)
 
@@ -50,6 +53,20 @@ def test_children_import_this_checkout_first(monkeypatch: pytest.MonkeyPatch) ->
     assert child_pythonpath() == str(ROOT) + os.pathsep + "/elsewhere"
     env = worker_env()
     assert env["PYTHONPATH"] == child_pythonpath() and env["NUMBA_OPT"] == "2"
+
+
+def test_a_workers_numba_features_are_its_targets() -> None:
+    from autotune.isa import host_features, host_isa
+    from autotune.target import executable
+    if not host_features() or host_isa() not in ("avx2", "avx512f"):
+        pytest.skip("an x86 machine with AVX2 describes these")
+    sse = worker_env("sse4.2")["NUMBA_CPU_FEATURES"].split(",")
+    assert "-avx" in sse and "+avx2" not in sse and "+fma" not in sse and "+sse4.2" in sse
+    avx2 = worker_env("avx2").get("NUMBA_CPU_FEATURES", host_features()).split(",")
+    assert "+avx2" in avx2 and not any(f.startswith("+avx512") for f in avx2)
+    if executable("avx512"):
+        assert "-prefer-256-bit" in worker_env("avx512")["NUMBA_CPU_FEATURES"]  # 512-bit vectors
+    assert "NUMBA_CPU_FEATURES" not in environment.numba_env("neon") or host_isa() == "neon"  # never compiled here
 
 
 def test_ray_workers_get_autotune_and_numba_variables_only(monkeypatch: pytest.MonkeyPatch) -> None:

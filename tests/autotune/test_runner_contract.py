@@ -132,3 +132,24 @@ def test_close_twice_is_harmless() -> None:
         r = make()
         r.close()
         r.close()
+
+
+def test_a_retimer_times_every_input_in_alternating_rounds(runner_and_task: tuple[Runner, Task]) -> None:
+    """Runners that re-time (Retimer: local, Ray): one result per input, in order, each checked
+    again and timed once per round (its costs: the rounds' medians), marked retimed; a bad config
+    is an error result, never an exception. The others are not Retimers: a tuner leaves their
+    timings as they are."""
+    from autotune.runner import Retimer
+    runner, task = runner_and_task
+    if not isinstance(runner, Retimer):
+        assert type(runner).__name__ in ("ReplayRunner", "TpuRunner")
+        return
+    good = task.default_config()
+    bad = Config({**good, next(iter(good)): "not a value of this knob"})
+    configs = [*_configs(task, 2), bad]
+    results = runner.retime([MeasureInput(task, c) for c in configs], rounds=3)
+    _check(results, 3)
+    assert all(r.retimed for r in results)
+    assert results[0].ok and len(results[0].costs) == 3 and results[0].contention["rounds"] == 3
+    assert not results[2].ok and results[2].error is ErrorKind.COMPILE_ERROR
+    assert runner.retime([], rounds=2) == []

@@ -43,10 +43,13 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     out = p2.communicate(timeout=300)[0].decode()
     assert p2.returncode == 0, out
     assert f"{len(before)} resumed from the log" in out
-    after = load_records(log)
+    logged = load_records(log)
+    after = [r for r in logged if not r.retimed]
     assert len(after) == len(before) + 2
     new = [r.config_key() for r in after[len(before):]]
     assert not set(new) & measured, "a resumed run must not measure a config again"
+    retimed = [r for r in logged if r.retimed]  # its finalists, the resumed ones among them, timed again
+    assert len(retimed) >= 2 and {r.config_key() for r in retimed} <= {r.config_key() for r in after}
 
 
 def test_each_measurement_is_logged_the_moment_it_completes(tmp_path: Path) -> None:

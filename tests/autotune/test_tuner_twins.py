@@ -5,12 +5,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import pytest
+
 from autotune.backends import backend_of
 from autotune.records import RecordLog, load_records
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
+
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 
 TASK = Task.create("matmul", "8x8x8", threads=1)  # mc_panels and jc_blocks clamp to the tiny matrix
 

@@ -78,7 +78,7 @@ def audit(log: Path, journal: Path) -> dict[str, int]:
         warnings.simplefilter("ignore")
         records = load_records(log)
     received = [json.loads(line) for line in journal.read_text().splitlines()]
-    verdicts = Counter(r.config_key() for r in records if r.error != "infrastructure")
+    verdicts = Counter(r.config_key() for r in records if r.error != "infrastructure" and not r.retimed)
     logged = {r.config_key() for r in records}
     return {
         "measurements completed": len(received),

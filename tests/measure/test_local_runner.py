@@ -58,6 +58,17 @@ def test_the_runner_keeps_working_after_failures(runner: LocalRunner) -> None:
     assert all(len(r.costs) == FAST.repeat for r in results)
 
 
+def test_a_re_timing_checks_again_and_a_crash_in_it_is_no_verdict(runner: LocalRunner) -> None:
+    """retime: each kernel checked again (a wrong answer is the kernel's, marked retimed), then the
+    working ones timed in alternating rounds; a kernel that kills the timing worker while re-timed
+    makes its group an infrastructure fault (which kernel did it is unknown), and the runner goes on."""
+    results = runner.retime([inp(ft.OK), inp(ft.WRONG), inp(ft.OK, 4), inp(ft.SEGFAULT)], rounds=2)
+    assert [r.error for r in results] == [None, ErrorKind.WRONG_ANSWER, None, ErrorKind.INFRASTRUCTURE]
+    assert all(r.retimed for r in results[:3]) and [len(r.costs) for r in (results[0], results[2])] == [2, 2]
+    assert "re-timing" in results[3].message
+    assert all(r.ok for r in runner.run([inp(ft.OK)]))
+
+
 def test_compile_timeout_is_recorded() -> None:
     task = Task.create("faulty", {"N": 71, "mode": ft.OK}, threads=1)  # a kernel no other test compiles
     with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:

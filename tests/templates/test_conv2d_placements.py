@@ -9,6 +9,8 @@ import pytest
 from autotune.task import Task
 from tests.helpers import assert_close
 
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
+
 SHAPES = [
     ("2x40x9x7x19x3x3x2x1x1", 2),   # C=40: a partial channel block; stride 2, pad 1
     ("1x5x11x13x17x3x2x1x0x2", 2),  # no padding (pad 0): Xb packs X itself; dilation 2
@@ -113,9 +115,10 @@ def test_pointwise_tiles_run_on_flat_views(shape, threads):
         assert_close(k.prepare()(tuple(inputs), out), want, "float32", task.shape_dict["C"]), cfg
 
 
-def test_pointwise_tiles_with_packed_pixel_panels():
+def test_pointwise_tiles_with_packed_pixel_panels(pin_target):  # type: ignore[no-untyped-def]
     """[pad_at] "blocked_*" with a "w" tile copies each tile's pixels into a panel Xq[P/pb, N, C, pb]
-    (per tile: rows; per thread; or once: root), partial tiles and 6-channel tiles included."""
+    (per tile: rows; per thread; or once: root), partial tiles and 6-channel tiles included (AVX2's tiles)."""
+    pin_target("avx2", executes=True)
     task = Task.create("conv2d", POINTWISE_SHAPES[0][0], "float32", 2)
     sp = task.space()
     inputs = task.inputs(seed=4)
@@ -128,8 +131,9 @@ def test_pointwise_tiles_with_packed_pixel_panels():
         assert_close(k(*inputs), want, "float32", task.shape_dict["C"]), cfg
 
 
-def test_pointwise_kernel_checks_the_callers_shapes():
+def test_pointwise_kernel_checks_the_callers_shapes(pin_target):  # type: ignore[no-untyped-def]
     from autotune.errors import ShapeError
+    pin_target("avx2", executes=True)  # its w4x8 tile
     task = Task.create("conv2d", "1x8x4x4x8x1x1", "float32", 1)
     k = task.build({**task.default_config(), "tile": "w4x8", "pad_at": "none"})
     X, W = task.inputs()

@@ -10,6 +10,8 @@ from autotune.task import Task
 from templates import conv2d
 from templates import conv2d_winograd as wg
 
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
+
 
 def test_matrices_compute_a_correlation() -> None:
     """A^T [(G g) * (B^T d)] = the valid 1-D correlation of d (m + 2 values) with g (3 taps)."""

@@ -8,14 +8,16 @@ import pytest
 from autotune.codegen import build
 from autotune.ir import te
 from autotune.schedule import Schedule
-from autotune.target import host
+from autotune.target import current
 from autotune.task import Task
 from templates import softmax
+
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_row_max_covers_the_chunks_and_the_tail(dtype: str) -> None:
-    V = 2 * host().lanes(dtype)
+    V = 2 * current().lanes(dtype)
     N = 3 * V + V - 1                       # full chunks and the longest tail
     t = Task.create("softmax", {"M": 3, "N": N}, dtype, threads=1)
     x = np.zeros((3, N), dtype)
@@ -28,13 +30,16 @@ def test_the_row_max_covers_the_chunks_and_the_tail(dtype: str) -> None:
     assert np.allclose(got.max(axis=1), 1.0)
 
 
-@pytest.mark.parametrize("dtype, bound", [("float32", 4e-7), ("float64", 4e-14)])
-def test_exp_is_accurate_on_a_fine_grid_in_a_kernel_compiled_like_softmax(dtype: str, bound: float) -> None:
+@pytest.mark.parametrize("dtype, bound, unfused", [("float32", 4e-7, 6e-6), ("float64", 4e-14, 1.2e-13)])
+def test_exp_is_accurate_on_a_fine_grid_in_a_kernel_compiled_like_softmax(dtype: str, bound: float,
+                                                                           unfused: float) -> None:
     """exp_nonpos's max relative error against exp in long double on 10**6 points from its clamp to
     0, compiled with reassoc as softmax is (measured: 3.0e-7 float32, 2.4e-14 float64; LLVM folds
     the Cody-Waite n*ln2_hi + n*ln2_lo into n*ln2 under reassoc, so the error grows with |n|;
-    without reassoc 8.7e-8 and 3.7e-16). Below the clamp, -inf included: about the smallest
-    normal number, never 0, a denormal or NaN."""
+    without reassoc 8.7e-8 and 3.7e-16). A target without FMA rounds n*ln2 before the subtraction:
+    measured 4.1e-6 and 8.0e-14 for SSE4.2 code (`unfused`). Below the clamp, -inf included: about
+    the smallest normal number, never 0, a denormal or NaN."""
+    bound = bound if current().fma else unfused
     clamp = softmax._SPEC[dtype][0]
     n = 1_000_001
     X = te.placeholder((n,), dtype, name="X")
@@ -55,7 +60,7 @@ def test_exp_is_accurate_on_a_fine_grid_in_a_kernel_compiled_like_softmax(dtype:
 @pytest.mark.parametrize("cfg", [{"rows": 1, "attach": "row", "parallel": False},
                                  {"rows": 4, "attach": "block", "parallel": True}])
 def test_rows_with_minus_inf_huge_and_very_negative_values_match_the_reference(dtype: str, cfg: dict) -> None:
-    V = 2 * host().lanes(dtype)
+    V = 2 * current().lanes(dtype)
     N = 4 * V + 3
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, N)).astype(dtype)

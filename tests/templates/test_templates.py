@@ -22,6 +22,8 @@ from autotune.task import Task
 from templates import TEMPLATES
 from tests.helpers import assert_close
 
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
+
 # the operator library: templates defined in the templates package (other tests register throwaway
 # user templates into the same dict at run time; those are not part of the library)
 NAMES = sorted(n for n, t in TEMPLATES.items() if getattr(t.define, "__module__", "").startswith("templates"))

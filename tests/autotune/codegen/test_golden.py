@@ -195,7 +195,8 @@ def reference(name, arrays):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden_source(name, regen_golden):
+def test_golden_source(name, regen_golden, pin_target):
+    pin_target("avx2")  # the conv2d cases name AVX2's tiles; the rest are given in full
     src = generate_source(CASES[name]())
     path = GOLDEN / f"{name}.py.txt"
     if regen_golden:
@@ -211,7 +212,8 @@ def test_golden_source(name, regen_golden):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden_kernel_runs(name):
+def test_golden_kernel_runs(name, pin_target):
+    pin_target("avx2", executes=True)
     s = CASES[name]()
     k = build(s, threads=2)
     rng = np.random.default_rng(5)

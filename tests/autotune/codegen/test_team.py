@@ -90,9 +90,10 @@ def test_the_team_entry_is_compiled_once_per_kernel() -> None:
     assert entry_for(_mark) is entry_for(_mark)
 
 
-def test_a_parallel_kernel_checks_out_and_matches_on_two_threads() -> None:
+def test_a_parallel_kernel_checks_out_and_matches_on_two_threads(pin_target) -> None:  # type: ignore[no-untyped-def]
     from autotune.errors import ShapeError
     from autotune.task import Task
+    pin_target("avx2", executes=True)  # its w4x16 tile
     task = Task.create("conv2d", "1x16x16x30x8x3x3x1x1x1", "float32", 2)
     k = task.build({"tile": "w4x16", "cb": 16, "red_order": "crs", "outer": "oh_k",
                     "pad_at": "blocked_thread", "parallel": "oh"})

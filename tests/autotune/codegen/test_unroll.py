@@ -10,8 +10,10 @@ from autotune.codegen import build, generate_source
 from autotune.codegen.source import LLVM_UNROLLS
 from autotune.ir import te
 from autotune.schedule import Schedule
-from autotune.target import host
+from autotune.target import current
 from tests.helpers import assert_close
+
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 
 
 def tiled_matmul(rows: int, cols: int, K: int = 64):  # type: ignore[no-untyped-def]
@@ -52,9 +54,9 @@ def _hottest_loop(asm: str) -> str:
 def test_llvm_unrolls_the_tile_into_register_accumulators(rows: int, cols: int) -> None:
     """The reduction loop's body is rows x cols/lanes FMAs (times LLVM's own unroll of k), each
     on a register: the accumulators never go back to memory inside the loop."""
-    t = host()
+    t = current()
     if t.isa not in ("avx2", "avx512f"):
-        pytest.skip(f"the check reads x86 FMA instructions; this machine is {t.isa}")
+        pytest.skip(f"the check reads x86 FMA instructions; the target is {t.isa}")
     s = tiled_matmul(rows, cols)
     k = build(s, threads=1)
     A = np.random.default_rng(0).standard_normal((rows * 2, 64)).astype(np.float32)

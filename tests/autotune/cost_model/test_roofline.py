@@ -13,9 +13,11 @@ from autotune.cost_model.features import extract
 from autotune.cost_model.roofline import RooflineModel
 from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
-from autotune.target import Target, host, isa
+from autotune.target import Target, current, isa
 from autotune.task import Task
 from templates import matmul
+
+pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 
 TASK = Task.create("matmul", "256x256x256", threads=2)
 BASE = {"kc": 256, "mc_panels": 16, "jc_blocks": 1, "order": "jr_ir", "pack_a": True, "parallel": True}
@@ -48,11 +50,14 @@ def test_it_rewards_what_keeps_the_fma_units_busy(name: str) -> None:
     assert score(model, d["good"]) == good            # a pure function of the features
 
 
-def test_the_model_of_this_machine_is_its_targets() -> None:
+def test_the_model_of_a_task_is_the_target_in_forces(pin_target) -> None:  # type: ignore[no-untyped-def]
     m = RooflineModel.for_task(TASK)
-    assert (m.lanes, m.registers) == (host().lanes("float32"), host().registers)  # any machine
+    assert (m.lanes, m.registers) == (current().lanes("float32"), current().registers)  # any target
     if isa() in ISAS:  # and, on an ISA described above, that description
         assert (m.lanes, m.registers) == (ISAS[isa()]["lanes"], ISAS[isa()]["registers"])
+    pin_target("avx2")
+    m = RooflineModel.for_task(TASK)
+    assert (m.lanes, m.registers) == (ISAS["avx2"]["lanes"], ISAS["avx2"]["registers"])
 
 
 def test_it_knows_the_dtype_and_threads_of_its_task() -> None:
@@ -65,7 +70,7 @@ def test_it_knows_the_dtype_and_threads_of_its_task() -> None:
         RooflineModel(threads=0)
 
 
-def test_its_defaults_are_this_machines() -> None:
-    m, here = RooflineModel(), host()
+def test_its_defaults_are_the_target_in_forces() -> None:
+    m, here = RooflineModel(), current()
     assert (m.lanes, m.registers, m.fma_ports, m.fma_latency) == \
         (here.lanes("float32"), here.registers, here.fma_units, here.fma_latency)

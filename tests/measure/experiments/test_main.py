@@ -20,7 +20,7 @@ def test_help_lists_every_experiment(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_each_experiment_registers_only_its_own_flags() -> None:
-    assert flags("spread") >= {"--processes", "--retake-stolen", "--config", "--cache-dir", "--json"}
+    assert flags("spread") >= {"--processes", "--retake", "--config", "--cache-dir", "--json"}
     assert "--searches" not in flags("spread") and "--models" not in flags("spread")
     assert flags("model-accuracy") == {"-h", "--help", "--workdir", "--long", "--models", "--seed", "--in-task",
                                        "--splits", "--plot", "--json"}
