@@ -108,17 +108,22 @@ def best_of(measured: Iterable[tuple[K, MeasureResult]]) -> tuple[K, MeasureResu
 
 def busy_note(noisy: int, timed: int, log: str | None = None) -> str | None:
     """What a front end says when some of its timings were taken while the machine was busy (None
-    when none was).
+    when none was): a few (under a quarter) the finalists' re-timing absorbs; more make the best rough.
 
     >>> print(busy_note(3, 10, "tune.jsonl"))
     the machine was busy: 3 of 10 timings were disturbed (other work on the kernel's cores, CPU time stolen, or spread-out samples), so the best is rough; tune when the machine is quiet, or run `autotune retime tune.jsonl` then
+    >>> print(busy_note(1, 21))
+    1 of 21 timings was disturbed (other work on the kernel's cores, CPU time stolen, or spread-out samples): few enough for the finalists' re-timing to absorb
     """
     if noisy <= 0:
         return None
+    why = "other work on the kernel's cores, CPU time stolen, or spread-out samples"
+    if 4 * noisy < timed:
+        return (f"{noisy} of {timed} timings {'was' if noisy == 1 else 'were'} disturbed ({why}): few enough for "
+                "the finalists' re-timing to absorb")
     then = f"run `autotune retime {log}` then" if log else "keep a log and run `autotune retime LOG` then"
-    return (f"the machine was busy: {noisy} of {timed} timings were disturbed (other work on the kernel's cores, "
-            f"CPU time stolen, or spread-out samples), so the best is rough; tune when the machine is quiet, "
-            f"or {then}")
+    return (f"the machine was busy: {noisy} of {timed} timings were disturbed ({why}), so the best is rough; tune "
+            f"when the machine is quiet, or {then}")
 
 
 __all__ = ["FinalistOptions", "best_of", "busy_note", "most_trusted", "pick_finalists", "retime_finalists"]

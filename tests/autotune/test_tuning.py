@@ -99,6 +99,22 @@ def test_retime_times_a_busy_logs_finalists_again_and_the_quiet_timing_wins(tmp_
     assert row["retimed"] == 2 and row["after"]["config"] == dict(good)
 
 
+def test_a_run_whose_timings_were_disturbed_counts_them_and_says_what_to_do(tmp_path: Path) -> None:
+    """Every timing judged disturbed (a spread of 1.0 allows none): each record says noisy and what the
+    timing saw, the result counts them, and the note names the log to re-time."""
+    from autotune.retime import FinalistOptions, busy_note
+    from measure.local import LocalRunnerOptions
+    from measure.timing import TimingProtocol
+    log = tmp_path / "busy.jsonl"
+    r = tune(op="matmul", shape="32x32x32", threads=1, trials=2, log=log, progress=False,
+             runner_options=LocalRunnerOptions(max_spread=1.0, retries=0, protocol=TimingProtocol(repeat=3, min_repeat_ms=5)),
+             finalists=FinalistOptions(count=0, noisy_count=0))
+    recs = load_records(log)
+    assert r.timed == 2 and r.noisy == 2 and all(x.noisy and x.contention["spread"] > 1.0 for x in recs)
+    note = busy_note(r.noisy, r.timed, str(log))
+    assert note is not None and "2 of 2 timings were disturbed" in note and f"autotune retime {log}" in note
+
+
 def test_retime_of_a_log_with_nothing_to_retime_is_a_one_line_error(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from autotune.cli import main
