@@ -182,7 +182,7 @@ class Record:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
         return cls(op=op, shape=shape, dtype=need("dtype", str), threads=threads,
                    config=config, costs=costs, error=err, message=str(d.get("message", ""))[:2000],
-                   compile_seconds=cs, timestamp=float(d.get("ts", 0.0)) if isinstance(d.get("ts"), (int, float)) else 0.0,
+                   compile_seconds=cs, timestamp=float(d["ts"]) if _number(d.get("ts")) else 0.0,
                    target=d.get("target") if isinstance(d.get("target"), dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
                    definition=definition, kernel=kernel, contention=contention, retimed=retimed)

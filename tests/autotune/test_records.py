@@ -90,6 +90,9 @@ def _line(**changes: object) -> str:
     (_line(contention={"x" * 40: 1}), "contention"),
     (_line(contention=[1, 2]), "contention"),
     (_line(retimed="yes"), "retimed"),
+    (_line(costs=[10 ** 400]), "costs"),
+    (_line(compile_s=10 ** 400), "compile_s"),
+    (_line(config=dict(GOOD, mr=10 ** 400)), "config"),
     ("{" * 5 + "garbage", "not valid"),
 ])
 def test_a_hostile_line_is_one_warning_with_file_and_line_and_the_rest_loads(tmp_path: Path, bad: str, why: str) -> None:
@@ -98,6 +101,13 @@ def test_a_hostile_line_is_one_warning_with_file_and_line_and_the_rest_loads(tmp
     with pytest.warns(RuntimeWarning, match=f"h.jsonl:2: skipped .*{why}") as caught:
         assert [r.seconds for r in load_records(p)] == [1e-3, 2e-3]
     assert len(caught) == 1
+
+
+def test_an_integer_too_large_for_a_float_as_the_time_stamp_loads_as_no_time_stamp(tmp_path: Path) -> None:
+    p = tmp_path / "ts.jsonl"
+    p.write_text(_line(ts=10 ** 400) + "\n")  # 401 digits: float() of it overflows
+    (r,) = load_records(p)
+    assert r.timestamp == 0.0 and r.ok
 
 
 def test_a_line_over_the_cap_is_skipped_without_holding_it_and_a_fifo_is_refused(tmp_path: Path) -> None:
