@@ -45,6 +45,7 @@ ERROR_KINDS = ("compile_error", "compile_timeout", "runtime_error", "run_timeout
 MAX_LINE = 1 << 20
 MIN_SECONDS, MAX_SECONDS = 1e-9, 86400.0  # what one measured call can physically take
 MAX_CONFIG_KNOBS, MAX_LIST = 256, 64
+MAX_THREADS = 4096  # threads a record may name
 
 
 class RecordError(AutotuneError, ValueError):
@@ -180,6 +181,8 @@ class Record:
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
+        if threads > MAX_THREADS:
+            raise RecordError(f"field 'threads' must be at most {MAX_THREADS}, got {str(threads)[:20]}...")
         return cls(op=op, shape=shape, dtype=need("dtype", str), threads=threads,
                    config=config, costs=costs, error=err, message=str(d.get("message", ""))[:2000],
                    compile_seconds=cs, timestamp=float(d["ts"]) if _number(d.get("ts")) else 0.0,

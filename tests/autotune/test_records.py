@@ -91,6 +91,7 @@ def _line(**changes: object) -> str:
     (_line(contention=[1, 2]), "contention"),
     (_line(retimed="yes"), "retimed"),
     (_line(costs=[10 ** 400]), "costs"),
+    (_line(threads=10 ** 400), "threads' must be at most 4096"),
     (_line(compile_s=10 ** 400), "compile_s"),
     (_line(config=dict(GOOD, mr=10 ** 400)), "config"),
     ("{" * 5 + "garbage", "not valid"),
