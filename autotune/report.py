@@ -30,11 +30,12 @@ def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, f
     for key, rs in groups.items():
         rs.sort(key=lambda r: r.timestamp)
         per = units(rs)[0]
+        t0 = min((r.timestamp for r in rs if r.timestamp > 0), default=0.0)  # a record may have no time stamp (0)
         best = math.inf
         pts = []
         for i, r in enumerate(rs, 1):
             best = min(best, r.seconds)
-            pts.append((i, r.timestamp - rs[0].timestamp, per / best if math.isfinite(best) else 0.0))
+            pts.append((i, max(r.timestamp - t0, 0.0), per / best if math.isfinite(best) else 0.0))
         out[key] = pts
     return out
 
