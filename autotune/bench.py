@@ -25,7 +25,6 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from autotune.environment import settings
-from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.retime import FinalistOptions, busy_note
 from autotune.task import Task
@@ -209,9 +208,7 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     t0 = time.perf_counter()
     tuned, cands = tune_candidates(task, options, log, strategy, cost_model, pretrained)
     tuning = time.perf_counter() - t0
-    if tuned.best_config is None:
-        first = next((c.error for c in cands if c.error), "no candidates")
-        raise AutotuneError(f"no candidate of {task.key()} compiled and passed the check; first error: {first}")
+    assert tuned.best_config is not None  # tune raises NoValidConfig otherwise
     keep_freed_memory()
     inputs = task.inputs(seed=options.seed + 1)
     best = Candidate(tuned.best_config, tuned.best_seconds,

@@ -270,11 +270,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.retime import busy_note
-    from autotune.tuning import no_valid_config, tune
+    from autotune.tuning import NoValidConfig, no_valid_config, tune
     task = _task(args)
-    result = tune(op=task, trials=args.trials, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
-                  pretrained=args.pretrained, runner=args.runner, seed=args.seed, timeout_s=args.timeout,
-                  early_stopping=args.early_stopping, batch=args.batch, progress=False if args.no_progress else None)
+    try:
+        result = tune(op=task, trials=args.trials, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
+                      pretrained=args.pretrained, runner=args.runner, seed=args.seed, timeout_s=args.timeout,
+                      early_stopping=args.early_stopping, batch=args.batch,
+                      progress=False if args.no_progress else None)
+    except NoValidConfig as e:  # the summary and --json still say what the run did
+        result = e.result
     unit = task.template.metric
     twins = f", {result.duplicates} not measured: the same kernel as one measured" if result.duplicates else ""
     finals = f"; {result.retimed} finalists timed again in alternating rounds" if result.retimed else ""

@@ -40,6 +40,24 @@ def target_isa(name: str) -> str | None:
     return host_isa() if name == "host" else TARGETS.get(name)
 
 
+# No machine of an ISA does more than this per thread and second: its vector lanes, an FMA (2
+# operations) on each of PORTS_CEILING ports at CLOCK_CEILING_HZ, times ALGORITHM_ALLOWANCE for
+# operators counted by the direct algorithm but computed with fewer operations (Winograd).
+CLOCK_CEILING_HZ, PORTS_CEILING, ALGORITHM_ALLOWANCE = 6.5e9, 4, 4
+
+
+def speed_ceiling(isa: str | None, dtype: str, threads: int) -> float:
+    """Operations per second no machine of `isa` (unknown: the widest) reaches with `threads`
+    threads: a record claiming more was forged or corrupted.
+
+    >>> speed_ceiling("avx2", "float32", 1) / 1e9
+    1664.0
+    """
+    bits = ISAS.get(isa or "", ISAS["avx512f"])[0]
+    lanes = bits // (64 if dtype == "float64" else 32)
+    return lanes * 2 * PORTS_CEILING * CLOCK_CEILING_HZ * ALGORITHM_ALLOWANCE * max(1, threads)
+
+
 # x86 ISAs, each a superset of those before it
 X86_LEVELS = ("sse4.2", "avx", "avx2", "avx512f")
 

@@ -10,7 +10,8 @@ and every line that is not a valid record (bad JSON, nesting too deep, duplicate
 schema version < 1 or newer than this autotune, threads < 1, costs outside physical bounds, ...)
 is skipped with a warning naming the file and line; the rest of the log still loads. A log is
 untrusted input: `Record.task()` and `Record.validated_config()` check the operator, shape and
-every knob value against the template's declared space before anything is lowered or compiled.
+every knob value against the template's declared space before anything is lowered or compiled,
+and a timing faster than any machine of the record's ISA is no usable record (`check_speed`).
 
 Example::
 
@@ -204,13 +205,30 @@ class Record:
             raise RecordError(f"record for {self.op!r} is not usable: {e}") from None
 
     def validated_config(self):  # type: ignore[no-untyped-def]
-        """The config, checked knob by knob against the template's declared space."""
+        """The config, checked knob by knob against the template's declared space, of a record whose
+        timing is physically possible (`check_speed`)."""
         try:
-            return self.task().space().validate(self.config)
+            task = self.task()
+            cfg = task.space().validate(self.config)
         except RecordError:
             raise
         except AutotuneError as e:
             raise RecordError(f"record for {self.key} has a config outside its space: {e}") from None
+        self.check_speed(task.flops())
+        return cfg
+
+    def check_speed(self, flops: float) -> None:
+        """Raise RecordError when the record claims more operations per second than any machine of
+        its ISA does with its threads (`autotune.isa.speed_ceiling`): a forged or corrupt timing."""
+        if not self.ok or flops <= 0:
+            return
+        from autotune.isa import speed_ceiling
+        isa = self.target.get("isa") if self.target else None
+        ceiling = speed_ceiling(isa if isinstance(isa, str) else None, self.dtype, self.threads)
+        if flops / self.seconds > ceiling:
+            raise RecordError(f"record for {self.key} claims {flops / self.seconds / 1e9:.4g} G operations/s, "
+                              f"above the {ceiling / 1e9:.4g} no {isa or 'known'} machine with {self.threads} "
+                              "thread(s) reaches: a forged or corrupt timing")
 
 
 class RecordLog:

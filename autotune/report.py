@@ -12,20 +12,24 @@ Example::
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from typing import Sequence
 
 from autotune.errors import AutotuneError
-from autotune.records import Record, best_per_task, kind, load_records
+from autotune.records import Record, RecordError, best_per_task, from_target, kind, load_records
+from autotune.target import current_target, same_isa
 
 
 def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, float, float]]]:
     """(task, strategy) -> [(trial, seconds since the first record, best speed so far)], the speed
-    in the task's unit (`units`): GFLOP/s from its flop count, else calls/s."""
+    in the task's unit (`units`): GFLOP/s from its flop count, else calls/s. A record no best may
+    come from (`usable`: a config outside its space, an impossible speed) counts as a trial only."""
     groups: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for r in records:
         if not r.retimed:
             groups[(r.key, r.strategy or "?")].append(r)
+    good = {id(r) for r in usable(records)}
     out: dict[tuple[str, str], list[tuple[int, float, float]]] = {}
     for key, rs in groups.items():
         rs.sort(key=lambda r: r.timestamp)
@@ -34,10 +38,44 @@ def curves(records: Sequence[Record]) -> dict[tuple[str, str], list[tuple[int, f
         best = math.inf
         pts = []
         for i, r in enumerate(rs, 1):
-            best = min(best, r.seconds)
+            if id(r) in good:
+                best = min(best, r.seconds)
             pts.append((i, max(r.timestamp - t0, 0.0), per / best if math.isfinite(best) else 0.0))
         out[key] = pts
     return out
+
+
+def usable(records: Sequence[Record]) -> list[Record]:
+    """The successful records a best may come from, as `autotune replay` and `load_best` judge
+    them: a config inside its template's space (checked once per config), a possible speed, and
+    measured on this machine's ISA when the task has any such record."""
+    configs: dict[tuple[str, str], bool] = {}
+    flops: dict[str, float] = {}
+    out = []
+    for r in records:
+        if not r.ok:
+            continue
+        k = (r.key, r.config_key())
+        if k not in configs:
+            try:
+                r.validated_config()
+                configs[k] = True
+            except RecordError:
+                configs[k] = False
+        if not configs[k]:
+            continue
+        if r.key not in flops:
+            flops[r.key] = r.task().flops()
+        try:
+            r.check_speed(flops[r.key])
+        except RecordError:
+            continue
+        out.append(r)
+    here = current_target(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = {r.key for r in from_target(out, here)}
+    return [r for r in out if r.key not in local or not r.target or same_isa(dict(r.target), here)]
 
 
 def units(records: Sequence[Record]) -> tuple[float, str]:
@@ -74,15 +112,39 @@ def summary(records: Sequence[Record]) -> str:
     def line(row: tuple[str, ...]) -> str:
         return "  ".join(c.ljust(w) if i in left else c.rjust(w)
                          for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-    named = []
-    for task, best in sorted(best_per_task(records, valid=False).items()):
-        per, unit = units(by_task[task])
-        again = sum(r.retimed for r in by_task[task])
-        named.append(f"{task}: best {per / best.seconds:.1f} {unit}, {kind(best)}"
-                     + (f" ({again} re-timing{'s' * (again != 1)} of finalists in the log)" if again else ""))
+    named = [_named_best(task, rs) for task, rs in sorted(by_task.items()) if any(r.ok for r in rs)]
     return "\n".join([line(header), *map(line, body),
                       "elapsed s: from the task's first record to its last (tuning wall time, resumes included)",
                       *named])
+
+
+def _named_best(task: str, rs: Sequence[Record]) -> str:
+    """The best of a task's records as `autotune replay` picks it: records of this machine's ISA
+    first, a config inside its space and a possible speed; else why there is none."""
+    here = current_target(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = from_target(rs, here)
+    best, elsewhere = best_per_task(local).get(task), False
+    if best is None:
+        best = best_per_task(rs).get(task)
+        elsewhere = best is not None
+    if best is None:
+        why = ""
+        for r in rs:
+            if r.ok:
+                try:
+                    r.validated_config()
+                except RecordError as e:
+                    why = f": {e}"
+                    break
+        return f"{task}: no usable record{why}"
+    per, unit = units(rs)
+    again = sum(r.retimed for r in rs)
+    where = (f", measured on another ISA ({best.target.get('isa', '?')}; this machine: {here['isa']}): "
+             "`autotune replay --any-target`" if elsewhere else "")
+    return (f"{task}: best {per / best.seconds:.1f} {unit}, {kind(best)}{where}"
+            + (f" ({again} re-timing{'s' * (again != 1)} of finalists in the log)" if again else ""))
 
 
 def plot(records: Sequence[Record], path: str) -> None:

@@ -119,7 +119,8 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
          progress: bool | None = None, callbacks: Sequence[Callback] = (),
          finalists: FinalistOptions = FinalistOptions()) -> TuneResult:
     """Tune one operator at one shape: the template's presets first (presets=False: the search's
-    picks only), then the strategy's, logging every measurement; an existing log is resumed.
+    picks only), then the strategy's, logging every measurement; an existing log is resumed. A run
+    in which no config ran correctly raises NoValidConfig (its `result` holds the run).
 
     op: a template name, a Template or a Task (then shape, dtype and threads come from it);
     log: a path or a RecordLog (each measurement is appended the moment it completes);
@@ -158,7 +159,18 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
         result = tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch,
                                        finalists=finalists))
     result.failures = failures.by_kind
+    if result.best_config is None:
+        raise NoValidConfig(result)
     return result
+
+
+class NoValidConfig(AutotuneError):
+    """No config of a run (nor any it resumed from the log) ran correctly: the message says the
+    most common failure (`no_valid_config`); `result` is the run, its failures counted by kind."""
+
+    def __init__(self, result: TuneResult) -> None:
+        super().__init__(no_valid_config(result))
+        self.result = result
 
 
 class _Failures:

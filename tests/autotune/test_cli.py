@@ -11,6 +11,10 @@ import pytest
 from autotune.cli import main
 from autotune.records import load_records
 
+# a config valid on every listed target: its 2x16 tile fits 16 registers of 4 lanes (SSE4.2) too
+GOOD = {"mr": 2, "nr": 16, "kc": 64, "mc_panels": 4, "jc_blocks": 1, "order": "jr_ir", "pack_a": True,
+        "parallel": False}
+
 
 @pytest.mark.parametrize("argv,needle", [
     (["show", "nope"], "unknown operator 'nope'"),
@@ -63,12 +67,13 @@ def test_show_prints_source_for_a_partial_config(capsys: pytest.CaptureFixture[s
 def test_report_summarises_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from autotune.records import Record, RecordLog
     log = tmp_path / "l.jsonl"
+    cfg = [dict(GOOD, mc_panels=p) for p in (4, 8, 16)]
     for i, s in enumerate([3e-3, 1e-3, 2e-3]):
         RecordLog(log).append(Record(op="matmul", shape={"M": 8, "N": 8, "K": 8}, dtype="float32", threads=1,
-                                     config={"i": i}, costs=[s], timestamp=100.0 + i, strategy="random",
+                                     config=cfg[i], costs=[s], timestamp=100.0 + i, strategy="random",
                                      noisy=i == 1))
     RecordLog(log).append(Record(op="matmul", shape={"M": 8, "N": 8, "K": 8}, dtype="float32", threads=1,
-                                 config={"i": 2}, costs=[1.6e-3], timestamp=103.0, strategy="random", retimed=True))
+                                 config=cfg[2], costs=[1.6e-3], timestamp=103.0, strategy="random", retimed=True))
     assert main(["report", str(log), "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
     assert "random" in out and (tmp_path / "c.png").stat().st_size > 1000

@@ -22,8 +22,9 @@ HUGE = 10 ** 400  # 401 digits: float() of it raises OverflowError
 
 
 def _good(**kw: object) -> Record:
-    return Record(op="matmul", shape=SHAPE, dtype="float32", threads=1, config=GOOD, costs=[1e-4],
-                  target={"cpu": cpu_model(), "isa": isa(), "threads": 1}, **kw)  # type: ignore[arg-type]
+    base: dict = dict(op="matmul", shape=SHAPE, dtype="float32", threads=1, config=GOOD, costs=[1e-4],
+                      target={"cpu": cpu_model(), "isa": isa(), "threads": 1})
+    return Record(**{**base, **kw})
 
 
 def _hostile(field: str) -> str:
@@ -77,3 +78,36 @@ def _warns_of(field: str) -> contextlib.AbstractContextManager[object]:
     stack.enter_context(warnings.catch_warnings())
     warnings.simplefilter("error", RuntimeWarning)
     return stack
+
+
+@pytest.mark.parametrize("liar", ["out of the space", "another ISA", "a forged speed"])
+def test_report_names_as_best_the_record_replay_and_load_best_use(
+        tmp_path: Path, liar: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A faster record that replay would refuse (a config outside the space, measured on another
+    ISA, a speed no machine reaches) is never the best `autotune report` names."""
+    from autotune.replay import replay_log
+    genuine = _good()
+    fake = {"out of the space": _good(costs=[1e-6], config=dict(GOOD, mr=99)),
+            "another ISA": _good(costs=[1e-6], target={"cpu": "Other", "isa": "neon" if isa() != "neon" else "avx2",
+                                                       "threads": 1}),
+            "a forged speed": _good(costs=[1e-9])}[liar]
+    log = tmp_path / "l.jsonl"
+    log.write_text(genuine.to_line() + fake.to_line())
+    assert main(["report", str(log)]) == 0
+    out = capsys.readouterr().out
+    per = 2 * 16 ** 3 / 1e9
+    assert f"best {per / 1e-4:.1f} GFLOP/s" in out, out  # the genuine record's speed, not the liar's
+    assert out.splitlines()[1].split()[5] == f"{per / 1e-4:.1f}"
+    (row,) = replay_log(log)
+    assert row.record.seconds == 1e-4 and row.measured_gflops is not None, row.error
+    assert autotune.load_best(log, "matmul", "16x16x16", threads=1) is not None
+
+
+def test_a_forged_speed_alone_is_no_usable_record_and_report_says_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "l.jsonl"
+    log.write_text(_good(costs=[1e-9]).to_line())
+    assert main(["report", str(log)]) == 0
+    assert "no usable record: record for matmul" in capsys.readouterr().out
+    with pytest.raises(autotune.AutotuneError, match="no successful record"):
+        autotune.load_best(log, "matmul", "16x16x16", threads=1)

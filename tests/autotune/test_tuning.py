@@ -137,7 +137,7 @@ FOREIGN = {"cpu": "Elsewhere CPU", "isa": "neon", "threads": 1}
 
 def _foreign_log(path: Path) -> Path:
     RecordLog(path).append(Record(op="matmul", shape=TASK.shape_dict, dtype="float32", threads=1,
-                                  config=TASK.default_config().to_json(), costs=[1e-9], target=FOREIGN))
+                                  config=TASK.default_config().to_json(), costs=[1e-6], target=FOREIGN))
     return path
 
 
@@ -217,10 +217,12 @@ def test_bad_budgets_are_errors_before_anything_runs(bad: dict, needle: str, tmp
 
 
 def test_a_run_in_which_every_trial_failed_says_why(tmp_path: Path) -> None:
-    from autotune.tuning import no_valid_config
+    from autotune.tuning import NoValidConfig, no_valid_config
     from tests.measure import faulty_templates as ft  # registers `faulty` here and in the workers
-    r = tune(op="faulty", shape={"N": 16, "mode": ft.COMPILE_ERROR}, threads=1, trials=2, log=tmp_path / "l.jsonl",
+    with pytest.raises(NoValidConfig, match="no config of faulty.* ran correctly: 2 of 2 trials failed") as e:
+        tune(op="faulty", shape={"N": 16, "mode": ft.COMPILE_ERROR}, threads=1, trials=2, log=tmp_path / "l.jsonl",
              progress=False)
+    r = e.value.result
     assert r.best_config is None and sum(n for n, _ in r.failures.values()) == r.errors == 2
     assert "2 of 2 trials failed, most often compile_error (2 of them), e.g. " in no_valid_config(r)
     assert "no_such_function" in no_valid_config(r)
