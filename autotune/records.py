@@ -35,7 +35,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from autotune.errors import AutotuneError
 
@@ -45,8 +45,16 @@ ERROR_KINDS = ("compile_error", "compile_timeout", "runtime_error", "run_timeout
                "infrastructure")
 MAX_LINE = 1 << 20
 MIN_SECONDS, MAX_SECONDS = 1e-9, 86400.0  # what one measured call can physically take
-MAX_CONFIG_KNOBS, MAX_LIST = 256, 64
+MAX_CONFIG_KNOBS, MAX_LIST = 256, 64  # knobs of a config; items of a list in a config or target
 MAX_THREADS = 4096  # threads a record may name
+MAX_NAME, MAX_TEXT, MAX_DIMS, MAX_TARGET = 64, 256, 16, 32  # names, other strings, shape dims, target entries
+MAX_DEFINITION = 1 << 16  # JSON text of a definition (autotune.ir.serialize.MAX_BYTES)
+# what a Log holds of one file: each record counted as RECORD_OVERHEAD bytes, plus LINE_FACTOR times
+# its line's length, plus ELEMENT_BYTES per number or string in its costs, config and target (more
+# than its Python objects take: 100 MiB were measured for 60k records of 432 bytes, counted 225 MiB)
+MAX_LOG_MEMORY = 512 << 20
+RECORD_OVERHEAD, LINE_FACTOR, ELEMENT_BYTES = 2048, 2, 64
+MAX_CONFIG_ELEMENTS = 1024  # knobs' values, list items counted one by one
 
 
 class RecordError(AutotuneError, ValueError):
@@ -122,8 +130,9 @@ class Record:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
 
     @classmethod
-    def from_json(cls, d: Any) -> "Record":
-        """Parse and type-check one record (structure only; see validated_config for the space)."""
+    def from_json(cls, d: Any, shared: dict[str, Any] | None = None) -> "Record":
+        """Parse and type-check one record (structure only; see validated_config for the space).
+        shared: equal targets, shapes and definitions of earlier records, held once (`Log`)."""
         if not isinstance(d, dict):
             raise RecordError("a record must be a JSON object")
         v = d.get("v")
@@ -142,9 +151,12 @@ class Record:
             return x
 
         op = need("op", str)
+        if not 0 < len(op) <= MAX_NAME:
+            raise RecordError(f"field 'op' must be a name of 1 to {MAX_NAME} characters")
         shape = need("shape", dict)
-        if not all(isinstance(k, str) and isinstance(x, int) and not isinstance(x, bool) for k, x in shape.items()):
-            raise RecordError("field 'shape' must map dimension names to integers")
+        if len(shape) > MAX_DIMS or not all(isinstance(k, str) and len(k) <= MAX_NAME and isinstance(x, int)
+                                            and not isinstance(x, bool) and 0 <= x <= 1 << 62 for k, x in shape.items()):
+            raise RecordError(f"field 'shape' must map at most {MAX_DIMS} dimension names to integers")
         costs = d.get("costs")
         if costs is not None:
             if (not isinstance(costs, list) or not 0 < len(costs) <= 10000
@@ -158,14 +170,27 @@ class Record:
         if cs is not None and not (_number(cs) and 0 <= cs <= MAX_SECONDS):
             raise RecordError(f"field 'compile_s' must be null or seconds in [0, {MAX_SECONDS:g}]")
         config = need("config", dict)
-        if len(config) > MAX_CONFIG_KNOBS or not all(
-                isinstance(k, str) and (_scalar(x) or isinstance(x, list) and len(x) <= MAX_LIST and all(map(_scalar, x)))
+        if len(config) > MAX_CONFIG_KNOBS or sum(len(x) if isinstance(x, list) else 1 for x in config.values()) \
+                > MAX_CONFIG_ELEMENTS or not all(
+                isinstance(k, str) and len(k) <= MAX_NAME
+                and (_scalar(x) or isinstance(x, list) and len(x) <= MAX_LIST and all(map(_scalar, x)))
                 for k, x in config.items()):
-            raise RecordError("field 'config' must map knob names to numbers, strings, booleans or short lists of them")
+            raise RecordError(f"field 'config' must map knob names to numbers, short strings, booleans or short "
+                              f"lists of them, {MAX_CONFIG_ELEMENTS} values in all")
         strat = d.get("strategy")
+        if isinstance(strat, str) and len(strat) > MAX_TEXT:
+            raise RecordError(f"field 'strategy' must be at most {MAX_TEXT} characters")
+        target = d.get("target")
+        if isinstance(target, dict) and not _small(target):
+            raise RecordError(f"field 'target' must map at most {MAX_TARGET} names to numbers, short strings, "
+                              "booleans, or short lists or objects of them")
+        if not isinstance(d.get("dtype"), str) or len(d["dtype"]) > MAX_NAME:
+            raise RecordError("field 'dtype' is missing or not a dtype name")
         definition = d.get("definition")
         if definition is not None and not isinstance(definition, dict):
             raise RecordError("field 'definition' must be null or a definition object")
+        if definition is not None and len(json.dumps(definition, separators=(",", ":"))) > MAX_DEFINITION:
+            raise RecordError(f"field 'definition' is longer than {MAX_DEFINITION} bytes of JSON")
         kernel = d.get("kernel")
         if kernel is not None and not (isinstance(kernel, str) and 0 < len(kernel) <= MAX_KERNEL_KEY
                                        and kernel.isascii() and kernel.isalnum()):
@@ -184,10 +209,13 @@ class Record:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
         if threads > MAX_THREADS:
             raise RecordError(f"field 'threads' must be at most {MAX_THREADS}, got {str(threads)[:20]}...")
+        if shared is not None:
+            target, shape = _shared(shared, target), _shared(shared, shape)
+            definition = _shared(shared, definition) if definition is not None else None
         return cls(op=op, shape=shape, dtype=need("dtype", str), threads=threads,
                    config=config, costs=costs, error=err, message=str(d.get("message", ""))[:2000],
                    compile_seconds=cs, timestamp=float(d["ts"]) if _number(d.get("ts")) else 0.0,
-                   target=d.get("target") if isinstance(d.get("target"), dict) else {},
+                   target=target if isinstance(target, dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
                    definition=definition, kernel=kernel, contention=contention, retimed=retimed)
 
@@ -284,34 +312,123 @@ class RecordLog:
         return load_records(self.path)
 
 
+class Log:
+    """A tuning log read once and then followed: `records` are its valid records so far, and
+    `refresh()` reads only the lines appended since (returning the new records), so a tuner
+    consulting its log every batch reads each line once.
+
+    keep: which records to hold (a tuner: its task's); the others are read past. Memory is bounded
+    per file, not per line: each record held counts RECORD_OVERHEAD bytes plus LINE_FACTOR times
+    its line's length, and a log whose held records would count more than `limit` (MAX_LOG_MEMORY,
+    512 MiB: some 135k records of a typical 430-byte line) is refused with a RecordError saying
+    what to do. Equal targets, shapes and definitions are held once. A line that is not a valid
+    record is skipped with a warning naming the file and line (strict=True: raises). A last line
+    without its newline is left for the next refresh unless it is a whole record (a writer may be
+    in the middle of it); a file replaced or cut shorter is read again from its start.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "log.jsonl")
+    >>> log = Log(path, missing_ok=True)
+    >>> RecordLog(path).append(Record(op="matmul", shape={"M": 8}, dtype="float32", threads=1, config={}, costs=[1e-6]))
+    >>> len(log.records), len(log.refresh()), len(log.records)
+    (0, 1, 1)
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, keep: Callable[[Record], bool] | None = None,
+                 strict: bool = False, missing_ok: bool = False, follow: bool = True,
+                 limit: int = MAX_LOG_MEMORY) -> None:
+        """follow=False: the log is read once, its last line taken as it is (skipped with a warning
+        when it is no whole record) rather than left for a writer to finish."""
+        self.path, self.keep, self.strict, self.missing_ok, self.limit = Path(path), keep, strict, missing_ok, limit
+        self.follow = follow
+        self.records: list[Record] = []
+        self._reset(None)
+        self.refresh()
+
+    def _reset(self, ident: tuple[int, int] | None) -> None:
+        self.records = []
+        self.used = 0  # what the records held count against `limit`
+        self._ident, self._offset, self._lineno = ident, 0, 0
+        self._shared: dict[str, Any] = {}
+
+    def refresh(self) -> list[Record]:
+        """Read the lines appended since the last read; return the new records (those kept)."""
+        _regular_or_absent(self.path)
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            if not self.missing_ok:
+                raise RecordError(f"no tuning log at {self.path}") from None
+            if self._ident is not None:
+                self._reset(None)
+            return []
+        except OSError as e:
+            raise RecordError(f"cannot read tuning log {self.path}: {e.strerror}") from None
+        new: list[Record] = []
+        with f:
+            st = os.fstat(f.fileno())
+            if (st.st_dev, st.st_ino) != self._ident or st.st_size < self._offset:
+                self._reset((st.st_dev, st.st_ino))
+            f.seek(self._offset)
+            while True:
+                raw = f.readline(MAX_LINE + 1)
+                if not raw:
+                    break
+                whole = raw.endswith(b"\n")
+                if len(raw) > MAX_LINE and not whole:
+                    while True:  # read past it in chunks, never holding it whole
+                        chunk = f.readline(1 << 16)
+                        if not chunk or chunk.endswith(b"\n"):
+                            whole = chunk.endswith(b"\n")
+                            break
+                    if not whole and self.follow:
+                        break  # its end is not written yet
+                    self._skip(RecordError(f"line longer than {MAX_LINE} bytes"))
+                elif whole:
+                    self._take(raw, new)
+                elif not self._take(raw, new, last=True):
+                    break  # a last line not yet whole: read it again next time
+                self._offset = f.tell()
+        return new
+
+    def _take(self, raw: bytes, new: list[Record], last: bool = False) -> bool:
+        """Parse one line and hold its record; False (nothing consumed) for a last line that is not
+        yet a whole record."""
+        try:
+            r = None
+            if raw.strip():
+                r = Record.from_json(json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant),
+                                     shared=self._shared)
+        except (ValueError, RecordError, RecursionError) as e:
+            if last and self.follow:
+                return False
+            self._skip(e)
+            return True
+        self._lineno += 1
+        if r is not None and (self.keep is None or self.keep(r)):
+            self.used += RECORD_OVERHEAD + LINE_FACTOR * len(raw) + ELEMENT_BYTES * _elements(r)
+            if self.used > self.limit:
+                raise RecordError(f"{self.path} holds more records than autotune reads of one log ({self.limit >> 20} "
+                                  f"MiB of records, at line {self._lineno}): tune into a new log, or keep each task's "
+                                  "fastest records (autotune.records.distill)")
+            self.records.append(r)
+            new.append(r)
+        return True
+
+    def _skip(self, e: BaseException) -> None:
+        self._lineno += 1
+        why = "JSON nested too deeply" if isinstance(e, RecursionError) else str(e)[:300]
+        msg = f"{self.path}:{self._lineno}: skipped a record that is not valid ({why})"
+        if self.strict:
+            raise RecordError(msg) from None
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+
 def load_records(path: str | os.PathLike[str], *, strict: bool = False) -> list[Record]:
-    """All valid records of a log, streamed. A line that is not a valid record is skipped with a
-    warning naming the file and line (strict=True: raises instead); the rest still loads."""
-    path = Path(path)
-    _regular_or_absent(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise RecordError(f"no tuning log at {path}") from None
-    except OSError as e:
-        raise RecordError(f"cannot read tuning log {path}: {e.strerror}") from None
-    out: list[Record] = []
-    with f:
-        for lineno, raw in _lines(f, MAX_LINE):
-            try:
-                if raw is None:
-                    raise RecordError(f"line longer than {MAX_LINE} bytes")
-                if not raw.strip():
-                    continue
-                out.append(Record.from_json(json.loads(raw, object_pairs_hook=_unique_keys,
-                                                       parse_constant=_no_constant)))
-            except (ValueError, RecordError, RecursionError) as e:
-                why = "JSON nested too deeply" if isinstance(e, RecursionError) else str(e)[:300]
-                msg = f"{path}:{lineno}: skipped a record that is not valid ({why})"
-                if strict:
-                    raise RecordError(msg) from None
-                warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    return out
+    """All valid records of a log, read once (`Log`: memory bounded per file). A line that is not a
+    valid record is skipped with a warning naming the file and line (strict=True: raises instead);
+    the rest still loads."""
+    return Log(path, strict=strict, follow=False).records
 
 
 def trust(timing: Any) -> int:
@@ -393,8 +510,39 @@ def _number(x: Any) -> bool:
     return math.isfinite(x) if isinstance(x, float) else abs(x) <= 1 << 53
 
 
+def _elements(r: Record) -> int:
+    """The numbers and strings of a record's costs, config and target."""
+    def n(x: Any) -> int:
+        if isinstance(x, dict):
+            return sum(map(n, x.values()))
+        return sum(map(n, x)) if isinstance(x, list) else 1
+    return len(r.costs or ()) + n(dict(r.config)) + n(dict(r.target))
+
+
+def _shared(table: dict[str, Any], x: Any) -> Any:
+    """The object equal to `x` that `table` holds (x itself, added, the first time)."""
+    if not isinstance(x, dict):
+        return x
+    k = repr(x)
+    return table.setdefault(k, x)
+
+
+def _small(x: Any, depth: int = 2) -> bool:
+    """A scalar, null, or (depth > 0) a list of at most MAX_LIST or an object of at most MAX_TARGET
+    named entries, each small at depth - 1."""
+    if _scalar(x) or x is None:
+        return True
+    if depth > 0 and isinstance(x, list):
+        return len(x) <= MAX_LIST and all(_small(v, depth - 1) for v in x)
+    if depth > 0 and isinstance(x, dict):
+        return len(x) <= MAX_TARGET and all(isinstance(k, str) and len(k) <= MAX_NAME and _small(v, depth - 1)
+                                            for k, v in x.items())
+    return False
+
+
 def _scalar(x: Any) -> bool:
-    return isinstance(x, (str, bool)) or _number(x)
+    """A number, a boolean or a string of at most MAX_TEXT characters."""
+    return isinstance(x, str) and len(x) <= MAX_TEXT or isinstance(x, bool) or _number(x)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -420,25 +568,6 @@ def _regular_or_absent(path: Path) -> None:
         raise RecordError(f"cannot use tuning log {path}: {e.strerror}") from None
     if not stat.S_ISREG(mode):
         raise RecordError(f"{path} is not a regular file: a tuning log must be a file")
-
-
-def _lines(f: Any, cap: int) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, bytes) of each line; None for a line over `cap` bytes, which is read past in
-    chunks and never held whole."""
-    lineno = 0
-    while True:
-        raw = f.readline(cap + 1)
-        if not raw:
-            return
-        lineno += 1
-        if len(raw) > cap and not raw.endswith(b"\n"):
-            while True:
-                chunk = f.readline(1 << 16)
-                if not chunk or chunk.endswith(b"\n"):
-                    break
-            yield lineno, None
-        else:
-            yield lineno, raw
 
 
 def from_target(records: Iterable[Record], target: Mapping[str, Any], *, any_target: bool = False,

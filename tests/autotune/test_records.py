@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
-from autotune.records import (MAX_LINE, SCHEMA_VERSION, Record, RecordError, RecordLog, best_per_task, distill,
+from autotune.records import (MAX_LINE, SCHEMA_VERSION, Log, Record, RecordError, RecordLog, best_per_task, distill,
                               from_target, load_records)
 from autotune.replay import replay_log
 from autotune.target import cpu_model, isa
@@ -274,3 +276,66 @@ class _NoRunner:
 
     def close(self) -> None:
         pass
+
+
+def _padded(field: str, size: int) -> str:
+    """A record line of about `size` bytes, the bulk in one field."""
+    d = rec().to_json()
+    n = size // 3  # "[]," each: an empty list is 56 bytes in Python, 19 times its text
+    if field == "target":
+        d["target"] = dict(HERE, threads=1, pad=[[]] * n)
+    elif field == "config":
+        d["config"] = dict(GOOD, **{f"k{i}": "x" * 200 for i in range(size // 210)})
+    elif field == "definition":
+        d["definition"] = {"pad": [[]] * n}
+    elif field == "shape":
+        d["shape"] = {f"d{i}": i for i in range(size // 12)}
+    else:
+        d[field] = "x" * size
+    return json.dumps(d, separators=(",", ":")) + "\n"
+
+
+def test_memory_is_bounded_per_file_not_per_line(tmp_path: Path) -> None:
+    """80 lines of about 1 MB, each padded in another field: each is either no valid record or
+    held in a few KiB (a message is cut to 2000 characters), so the records of an 80 MB log take
+    little memory (at 98661ef: 490 MiB; 200 such lines 1224 MiB)."""
+    p = tmp_path / "big.jsonl"
+    fields = ["target", "config", "definition", "shape", "message", "op", "strategy", "dtype"]
+    with open(p, "w") as f:
+        for i in range(80):
+            f.write(_padded(fields[i % len(fields)], 1_000_000))
+    code = ("import os, warnings, sys; warnings.simplefilter('ignore'); from autotune.records import load_records\n"
+            "rss = lambda: int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE') >> 20\n"
+            "m = rss(); rs = load_records(sys.argv[1]); print(len(rs), rss() - m)")
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True).stdout
+    held, grew_mib = map(int, out.split())
+    assert held == 10  # the message-padded lines: valid records, their message cut
+    assert grew_mib < 64, f"holding the records of an 80 MB log takes {grew_mib} MiB (at 98661ef: 490 MiB)"
+
+
+def test_a_log_over_its_memory_bound_is_one_error_saying_what_to_do(tmp_path: Path) -> None:
+    p = tmp_path / "l.jsonl"
+    p.write_text("".join(rec(1e-3 * (1 + i)).to_line() for i in range(50)))
+    assert len(Log(p, limit=50 * 4096).records) == 50
+    with pytest.raises(RecordError, match="l.jsonl holds more records than autotune reads of one log .* tune "
+                                          "into a new log"):
+        Log(p, limit=20 * 4096)
+
+
+def test_a_log_is_read_once_and_followed(tmp_path: Path) -> None:
+    p = tmp_path / "l.jsonl"
+    log = Log(p, missing_ok=True, keep=lambda r: r.seconds < 5e-3)
+    assert log.records == []
+    RecordLog(p).append(rec(1e-3))
+    RecordLog(p).append(rec(9e-3))  # not kept
+    assert [r.seconds for r in log.refresh()] == [1e-3] and log.refresh() == []
+    with open(p, "a") as f:  # a writer in the middle of a line: it is left for the next refresh
+        line = rec(2e-3).to_line()
+        f.write(line[:40])
+        f.flush()
+        assert log.refresh() == []
+        f.write(line[40:])
+    assert [r.seconds for r in log.refresh()] == [2e-3]
+    assert [r.seconds for r in log.records] == [1e-3, 2e-3]
+    p.write_text(rec(3e-3).to_line())  # replaced (cut shorter): read again from the start
+    assert [r.seconds for r in log.refresh()] == [3e-3] and len(log.records) == 1
