@@ -1,10 +1,15 @@
 """Compile generated source with Numba, cached on disk by a hash of the source.
 
 The source is written to `<cache>/kernels/k_<hash>.py` and run as a module; Numba's own cache
-(`cache=True`) keeps the machine code beside it, so another process that builds the same
-schedule loads the kernel instead of recompiling it. The cache is verified, not trusted: what
-runs is always the source generated for the schedule (an entry holding other bytes is rewritten),
-and Numba cache files that fail to load are dropped and rebuilt.
+keeps the machine code beside it, so another process that builds the same schedule loads the
+kernel instead of recompiling it. The cache is verified, not trusted: what runs is always the
+source generated for the schedule (an entry holding other bytes is rewritten), and the kernels are
+compiled by `healing_njit` (autotune.codegen.healing), whose Numba cache files are loaded only
+when their MAC under the cache directory's private key checks, before anything in them is
+unpickled; files that fail are compiled afresh and rewritten, and files that fail to load anyway
+are dropped and rebuilt. A kernel source that cannot be written is a CacheError (the
+environment's fault); Numba's cache files that cannot be written leave the kernel uncached, with
+a warning, and it runs all the same.
 
 Example::
 
@@ -132,8 +137,10 @@ def load_module(source: str, cache_dir: Path | None = None) -> tuple[Any, Path]:
     """Import the module for `source`; return (module, path).
 
     The cache is verified, not trusted: the entry `k_<hash>.py` is rewritten unless it holds
-    exactly `source`, and the module runs `source` itself, so no bytes planted in the cache run.
-    Numba's cache files that fail to load are dropped and the kernel compiled once more.
+    exactly `source`, and the module runs `source` itself, so no bytes planted in the cache run;
+    Numba's cache files are verified before they are read (autotune.codegen.healing), and those
+    that fail to load all the same are dropped and the kernel compiled once more. CacheError when
+    the entry cannot be written.
     """
     h = source_hash(source, _cache_key_extra())
     name = f"autotune_kernel_{h}"

@@ -1,5 +1,7 @@
 """Helpers that generated kernels import: a fixed-size stack buffer for accumulator tiles, 2**n
-built from the bits of a float (the IR's `pow2`), and the Numba pipeline they are compiled with.
+built from the bits of a float (the IR's `pow2`), the Numba pipeline they are compiled with, and
+`healing_njit`, the decorator they are compiled by (numba.njit with the verified, self-healing
+disk cache of autotune.codegen.healing: no Numba pickle is loaded unless its MAC checks).
 
 RUNTIME_VERSION is part of the compile cache's key: change it whenever what a helper compiles to
 changes, or kernels cached with the old helper would keep running.
@@ -14,6 +16,11 @@ from numba.core import untyped_passes as untyped
 from numba.core.compiler import CompilerBase
 from numba.core.compiler_machinery import PassManager
 from numba.extending import intrinsic
+
+from autotune.codegen.healing import healing_njit
+
+__all__ = ["KernelPipeline", "NoAliasKernelPipeline", "POW2_FORMAT", "RUNTIME_VERSION", "healing_njit", "pow2",
+           "stack_empty"]
 
 RUNTIME_VERSION = 3
 
@@ -69,7 +76,7 @@ def pow2(typingctx, n):  # type: ignore[no-untyped-def]
 
 
 class KernelPipeline(CompilerBase):
-    """The Numba compiler pipeline of generated kernels: `@numba.njit(..., pipeline_class=KernelPipeline)`.
+    """The Numba compiler pipeline of generated kernels: `@healing_njit(..., pipeline_class=KernelPipeline)`.
 
     Numba's default nopython pipeline also rewrites and inlines closures, literal loops, array
     expressions and constant raises, and puts the IR in SSA form; generated kernels have none of

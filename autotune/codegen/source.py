@@ -18,6 +18,7 @@ import builtins
 import hashlib
 import keyword
 import math
+import unicodedata
 
 from autotune.environment import FASTMATH
 from autotune.ir import expr as te
@@ -114,7 +115,11 @@ class Printer:
     def name(self, obj: Var | Tensor) -> str:
         key = id(obj)
         if key not in self.names:
-            base = obj.name
+            # Python folds identifiers by NFKC (`ｉ` is `i`): print the folded name, and a plain
+            # one for what is no ASCII identifier, so two names never print as one variable
+            base = unicodedata.normalize("NFKC", obj.name)
+            if not (base.isascii() and base.isidentifier()):
+                base = "t" if isinstance(obj, Tensor) else "v"
             n, k = base, 1
             while n in self.taken:
                 n, k = f"{base}_{k}", k + 1
@@ -291,10 +296,10 @@ def signature(fn: Function) -> str:
 def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...], noalias: bool = False) -> list[str]:
     body = unroll(fn.body)
     pipeline = "NoAliasKernelPipeline" if noalias else "KernelPipeline"
-    p.helpers.add(pipeline)
+    p.helpers.update((pipeline, "healing_njit"))  # numba.njit with a verified disk cache (codegen/healing.py)
     args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
     flags = "{" + ", ".join(repr(f) for f in sorted(fastmath)) + "}"
-    out = [f"@numba.njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\", "
+    out = [f"@healing_njit(\"{signature(fn)}\", fastmath={flags}, nogil=True, cache=True, error_model=\"numpy\", "
            f"no_cpython_wrapper=True, pipeline_class={pipeline})",
            f"def {fn.name}({', '.join(args)}):"]
     for lb in fn.locals:

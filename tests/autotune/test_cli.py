@@ -61,7 +61,7 @@ def test_targets_lists_each_name_and_whether_this_machine_runs_it(capsys: pytest
 def test_show_prints_source_for_a_partial_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "matmul", "--shape", "40x30x20", "--config", '{"mr": 4}', "--trace"]) == 0
     out = capsys.readouterr().out
-    assert "@numba.njit" in out and "def kernel(A, B, C" in out and '"op": "pack"' in out
+    assert "@healing_njit" in out and "def kernel(A, B, C" in out and '"op": "pack"' in out
 
 
 def test_report_summarises_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -225,7 +225,7 @@ def test_golden_kernel_runs(name, pin_target):
     assert k.path.read_text() == modules["kernel"] and k.source == generate_source(s)
     assert (k.prologue is not None) == ("prologue" in modules)
     for text in modules.values():
-        body = text[text.index("\n\n\n@numba.njit") + 3:]
+        body = text[text.index("\n\n\n@healing_njit") + 3:]
         assert body in k.source
 
 
