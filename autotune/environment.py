@@ -27,6 +27,11 @@ Numba's own variables are honoured as Numba documents them; autotune's code take
                             the test of that module sets it to a temporary directory)
   NUMBA_DISABLE_JIT=1       the library's njit functions stay plain Python functions
 
+Each directory Numba's cache files are written in (under AUTOTUNE_CACHE_DIR or NUMBA_CACHE_DIR, or a
+__pycache__) has its own key, `autotune-cache.key`, private (mode 0600, this user's), that verifies
+them (codegen/verified_cache.py); an unsafe one is refused with a CacheWarning, and what is cached
+there compiles afresh.
+
 Ray workers get the driver's AUTOTUNE_* and NUMBA_* variables (ray_runtime_env()) except
 NUMBA_CPU_FEATURES: each node derives its own from its CPU (a cluster may mix ISAs).
 

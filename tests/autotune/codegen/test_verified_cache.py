@@ -1,4 +1,4 @@
-"""Numba's disk cache is verified before Numba reads it (autotune.codegen.healing): bytes planted
+"""Numba's disk cache is verified before Numba reads it (autotune.codegen.verified_cache): bytes planted
 in the cache files of a kernel or of a library function (the trampoline of invoke.py, the thread
 team of team.py) never run, genuine files still load, and a key that other users can read (or
 that is a symbolic link, another user's, the wrong size) is never used.
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from autotune.codegen import build
-from autotune.codegen.healing import KEY_BYTES, KEY_NAME, MAGIC, CacheWarning, directory_key, read_verified
+from autotune.codegen.verified_cache import KEY_BYTES, KEY_NAME, MAGIC, CacheWarning, directory_key, read_verified
 from autotune.environment import ROOT, worker_env
 from autotune.ir import expr as te
 from autotune.schedule import Schedule
@@ -97,7 +97,7 @@ def test_bytes_planted_in_the_numba_cache_never_run(tmp_path: Path) -> None:
 
 
 def _forged(key: bytes, path: Path, payload: bytes) -> bytes:
-    """A cache file for `path` made with `key` (the format in autotune.codegen.healing)."""
+    """A cache file for `path` made with `key` (the format in autotune.codegen.verified_cache)."""
     return MAGIC + hmac.new(key, MAGIC + path.name.encode() + b"\0" + payload, hashlib.sha256).digest() + payload
 
 
