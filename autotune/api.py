@@ -14,6 +14,25 @@ A tuned op from a compute definition (no template; the space is derived by rules
     ...     return te.compute(A.shape, lambda i, j: A[i, j] * 2.0, name="out")
 
 Every decorated op inside `with autotune.apply_history("a.jsonl", "b.jsonl"):` looks there first.
+
+Inputs are checked before anything is looked up, tuned or logged: their number, ranks, shapes
+(every dim two inputs share must agree), one dtype of float32 or float64 (a definition is
+dtype-generic: float64 arrays tune and run at float64), and `out=` (shape, dtype, C-contiguous,
+writable, not overlapping an input). A mismatch is a one-line ShapeError (a ValueError) naming the
+argument, what it needs and how to fix it. Inputs of any strides are copied to C order first.
+
+NaN and Inf: the kernels are compiled with fast-math flags that assume finite values (nnan,
+ninf), so on a NaN or Inf they may answer anything (a max that drops the NaN). With
+check_finite=True (the default) every call first checks its inputs (np.isfinite: about one read
+of each input); a call whose inputs hold NaN or Inf is computed by the op's NumPy reference
+instead, with a RuntimeWarning: the answer is NumPy's. check_finite=False skips the check (the
+kernel then assumes finite inputs). Zeros: -0.0 and 0.0 compare equal, but the sign of a zero in
+the output may differ from NumPy's (nsz). Per operator: the table in templates/__init__.py.
+
+    >>> mm = autotune.op("matmul", policy="default")                     # doctest: +SKIP
+    >>> mm(np.ones(4, np.float32), np.ones((4, 4), np.float32))           # doctest: +SKIP
+    Traceback (most recent call last):
+    autotune.errors.ShapeError: matmul: input A must have 2 dimensions [MxK], got shape (4,)
 """
 from __future__ import annotations
 
@@ -35,7 +54,7 @@ from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Record, best_per_task, from_target, load_records, preference
 from autotune.retime import busy_note
 from autotune.target import current_target
-from autotune.task import Task
+from autotune.task import DTYPES, Argument, Task, by_reference, check_out, first_nonfinite
 from templates import Template, get_template, register
 
 POLICIES = ("tune", "log", "default")
@@ -62,7 +81,9 @@ class OpOptions:
     schedule, said once), "default" (never tune); strategy, cost_model, pretrained: the search
     (autotune.tuning.make_search); threads: for parallel kernels; any_target: also use records
     measured on a machine of another ISA (with a warning); verbose: a progress bar while tuning on
-    an interactive stderr, else one summary line (False: silent)."""
+    an interactive stderr, else one summary line (False: silent); check_finite: check every call's
+    inputs for NaN and Inf and compute such a call with the NumPy reference (False: skip the check;
+    the kernel assumes finite inputs, see the module docstring)."""
     log: str | None = None
     policy: str = "tune"
     trials: int = 16
@@ -74,15 +95,18 @@ class OpOptions:
     seed: int = 0
     any_target: bool = False
     verbose: bool = True
+    check_finite: bool = True
 
 
 class TunedOp:
     """A callable op: NumPy arrays in, NumPy array out, with one compiled kernel per shape.
 
-    The first call with new (shapes, dtypes, strides) checks the arrays against the definition
-    (a mismatch is a one-line ShapeError naming the input, the expected and the given shape) and
-    finds the kernel (log, tuning or a default schedule); later calls go straight to it. `out=`
-    (a C-contiguous array of the output's shape and dtype) is written instead of a new array.
+    The first call with new (shapes, dtypes, strides) checks the arrays against the op's arguments
+    (task_for: a mismatch is a one-line ShapeError naming the input, the expected and the given
+    shape, before anything is tuned or logged) and finds the kernel (log, tuning or a default
+    schedule); later calls go straight to it. `out=` (a writable C-contiguous array of the
+    output's shape and dtype) is written instead of a new array. Inputs holding NaN or Inf are
+    computed by the NumPy reference unless check_finite=False (see the module docstring).
     """
 
     def __init__(self, template: Template, options: OpOptions) -> None:
@@ -108,11 +132,35 @@ class TunedOp:
         return TunedOp(self.template, dataclasses.replace(self.options, **changes))
 
     def task_for(self, *arrays: np.ndarray) -> Task:
-        dtypes = {str(np.asarray(a).dtype) for a in arrays}
+        """The task of a call on these arrays, checked against the op's arguments first: their
+        number and ranks, one dtype (float32 or float64), and every array's shape (so two inputs
+        that disagree on a dim they share are refused). A one-line ShapeError (DefinitionError for
+        a definition op's count or rank) names the input and the fix; nothing is tuned before.
+
+        >>> autotune.op("matmul", policy="default").task_for(np.zeros((8, 4)), np.zeros((4, 2))).key()  # doctest: +SKIP
+        'matmul|M=8,N=2,K=4|float64|threads=2'
+        """
+        name = self.template.name
+        for i, a in enumerate(arrays):
+            if isinstance(a, np.ma.MaskedArray):
+                raise ShapeError(f"{name}: input {i} is a masked array, which tuned ops do not support: pass "
+                                 "a.filled(value) or a.compressed()")
+        arrays = tuple(np.asarray(a) for a in arrays)
+        shape = self.template.shape_from(*arrays)  # the number of arrays and their ranks
+        names = self.template.argument_names()
+        for n, a in zip(names, arrays):
+            if a.dtype.name not in DTYPES:
+                raise ShapeError(f"{name}: input {n} has dtype {a.dtype}; tuned ops compute in float32 or "
+                                 f"float64: pass {n}.astype(np.float32)")
+        dtypes = {a.dtype.name for a in arrays}
         if len(dtypes) != 1:
-            raise AutotuneError(f"{self.template.name}: all inputs must share one dtype, got {sorted(dtypes)}")
-        shape = self.template.shape_from(*arrays)
-        return Task.create(self.template, shape, dtypes.pop(), self.options.threads)
+            given = ", ".join(f"{n} {a.dtype}" for n, a in zip(names, arrays))
+            other = next(n for n, a in zip(names, arrays) if a.dtype != arrays[0].dtype)
+            raise ShapeError(f"{name}: all inputs must share one dtype, got {given}: convert them to one, "
+                             f"e.g. {other}.astype(np.{arrays[0].dtype})")
+        task = Task.create(self.template, shape, dtypes.pop(), self.options.threads)
+        check_arguments(name, task.arguments(), arrays)
+        return task
 
     def _best_record(self, task: Task) -> Record | None:
         logs = list(_history.get()) + ([self.options.log] if self.options.log else [])
@@ -128,8 +176,11 @@ class TunedOp:
         return best
 
     def kernel_for(self, *arrays: np.ndarray) -> Kernel:
-        """The kernel a call on these arrays runs (found, tuned or a default schedule; then cached)."""
-        task = self.task_for(*arrays)
+        """The kernel a call on these arrays runs (found, tuned or a default schedule; then cached),
+        which takes them in the op's argument order. The arrays are checked first (task_for)."""
+        return self._kernel(self.task_for(*arrays))
+
+    def _kernel(self, task: Task) -> Kernel:
         key = (task.key(), _history.get())
         with self._lock:
             k = self.kernels.get(key)
@@ -169,38 +220,27 @@ class TunedOp:
         return task.build(res.best_config)
 
     def _prepare(self, arrays: tuple[np.ndarray, ...], key: tuple) -> Callable[..., np.ndarray]:
-        """Check the arrays against the kernel's inputs and make the fast call for their key."""
-        k = self.kernel_for(*arrays)
+        """Check the arrays (task_for: before any tuning) and make the fast call for their key."""
         task = self.task_for(*arrays)
+        k = self._kernel(task)
         name = self.template.name
-        definition = self.template.definition
-        if definition is not None:
-            from autotune.definition import call_order
-            order = call_order(definition(task.shape_dict, task.dtype), [t.name for t in k.nest.inputs])
-        else:
-            order = list(range(len(arrays)))
-        if len(order) > len(arrays) or len(k.nest.inputs) != len(order):
-            raise ShapeError(f"{name} takes {len(k.nest.inputs)} arrays, got {len(arrays)}")
-        for i, t in zip(order, k.nest.inputs):
-            a = arrays[i]
-            if a.shape != t.shape:
-                raise ShapeError(f"{name}: input {t.name} has shape {_dims(a.shape)}, expected {_dims(t.shape)}")
-            if a.dtype != np.dtype(t.dtype):
-                raise ShapeError(f"{name}: input {t.name} has dtype {a.dtype}, expected {t.dtype}")
-        run = k.prepare()
-        oshape, odtype = k.output_shape, np.dtype(k.nest.output.dtype)
-        contiguous = all(arrays[i].flags.c_contiguous for i in order)
-        idx = tuple(order)
+        args = task.arguments()
+        run = k.prepare()  # the kernel's: arrays in the op's argument order
+        oshape, odtype = k.output_shape, k.nest.output.dtype
+        contiguous = all(a.flags.c_contiguous for a in arrays)
+        check_finite = self.options.check_finite
 
         def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
-            ins = tuple(arrays[i] for i in idx) if contiguous else tuple(np.ascontiguousarray(arrays[i]) for i in idx)
+            ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
             if out is None:
                 out = np.empty(oshape, odtype)
-            elif out.shape != oshape or out.dtype != odtype or not out.flags.c_contiguous:
-                raise ShapeError(f"{name}: out must be a C-contiguous {odtype} array of shape {_dims(oshape)}, got "
-                                 f"{out.dtype} {_dims(out.shape)}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
             else:
+                check_out(out, oshape, odtype, name)
                 check_disjoint(ins, out)
+            if check_finite:
+                bad = first_nonfinite(args, ins)
+                if bad is not None:
+                    return by_reference(name, bad, task.reference, ins, out)
             return run(ins, out)
         calls = self._local.__dict__.setdefault("calls", {})
         calls[key] = call
@@ -218,6 +258,19 @@ class TunedOp:
 
 
 _NO_CALLS: dict[tuple, Callable[..., np.ndarray]] = {}
+
+
+def check_arguments(name: str, args: Sequence[Argument], arrays: Sequence[np.ndarray]) -> None:
+    """ShapeError unless the arrays are the op's arguments: as many, each of its shape and dtype."""
+    if len(arrays) != len(args):
+        raise ShapeError(f"{name} takes {len(args)} arrays ({', '.join(a.name for a in args)}), got {len(arrays)}")
+    for arg, a in zip(args, arrays):
+        if a.shape != arg.shape:
+            raise ShapeError(f"{name}: input {arg.name} has shape {_dims(a.shape)}, expected {_dims(arg.shape)} "
+                             "(from the other inputs' dims)")
+        if a.dtype != np.dtype(arg.dtype):
+            raise ShapeError(f"{name}: input {arg.name} has dtype {a.dtype}, expected {arg.dtype}: pass "
+                             f"{arg.name}.astype(np.{arg.dtype})")
 
 
 def _dims(shape: Sequence[int]) -> str:
@@ -241,7 +294,7 @@ def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.P
        policy: str = "tune", trials: int = 16, timeout_s: float | None = None, strategy: str | None = None,
        cost_model: str | None = None, pretrained: str | os.PathLike[str] | None = None,
        threads: int | None = None, seed: int = 0, any_target: bool = False, name: str | None = None,
-       reference: Callable[..., np.ndarray] | None = None, verbose: bool = True) -> Any:
+       reference: Callable[..., np.ndarray] | None = None, verbose: bool = True, check_finite: bool = True) -> Any:
     """A tuned op from a template name, or a decorator over a compute-definition function.
 
     `autotune.op("matmul", log=...)` or `@autotune.op(log=...)` / `@autotune.op` on a function
@@ -249,11 +302,18 @@ def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.P
     guard, inside a function, in a notebook; workers get the definition as data. cost_model="xgb"
     (or another of autotune.cost_model.MODELS) tunes with the model-guided search; reference: a
     NumPy function of the inputs checking a definition op's kernels (default: the IR's own
-    interpreter); verbose=False: no progress bar or summary line while tuning. See OpOptions.
+    interpreter); verbose=False: no progress bar or summary line while tuning; check_finite=False:
+    no per-call check of the inputs for NaN and Inf (see the module docstring). See OpOptions.
+
+    >>> @autotune.op(log="axpb.jsonl", trials=4)                         # doctest: +SKIP
+    ... def axpb(A, B):
+    ...     return te.compute(B.shape, lambda i: B[i] * 2.0 + A[i], name="out")
+    >>> axpb(np.ones(16), np.zeros(16))[:2]   # float64 in: tuned and run at float64   # doctest: +SKIP
+    array([1., 1.])
     """
     options = OpOptions(os.fspath(log) if log is not None else None, policy, trials, timeout_s, strategy,
                         cost_model, os.fspath(pretrained) if pretrained is not None else None, threads, seed,
-                        any_target, verbose)
+                        any_target, verbose, check_finite)
 
     def wrap(f: Callable[..., Any]) -> TunedOp:
         from autotune.definition import template_from_function

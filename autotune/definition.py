@@ -8,7 +8,11 @@ code. Its search space is derived by rules (autotune.autoschedule); its referenc
 interpreter of the IR (autotune.ir.evaluate) unless a NumPy function is given; its flops are
 counted from the IR.
 
-Shape dims are the inputs' dimensions in argument order: A0, A1, B0, ... for inputs A, B.
+Shape dims are the inputs' dimensions in argument order: A0, A1, B0, ... for inputs A, B (shape
+strings and task keys list them so). A kernel of the op (Task.build, autotune.load_best), its
+reference and its random inputs take the arrays in the function's argument order, whatever order
+the definition reads them in (the compiled function takes them in read order; Task.build maps).
+The definition is dtype-generic: an op called with float64 arrays is tuned and run at float64.
 
 Example::
 
@@ -57,11 +61,6 @@ class Definition:
 
     def shape(self) -> dict[str, int]:
         return {f"{t.name}{d}": n for t in self.inputs for d, n in enumerate(t.shape)}
-
-    @property
-    def kernel_inputs(self) -> list[Tensor]:
-        """The placeholders a kernel takes, in its argument order (the order reads first appear)."""
-        return [t for t in te.input_tensors(self.out) if t.is_placeholder]
 
 
 def _checked_hash(data: Any) -> str:
@@ -153,10 +152,11 @@ class Definitions:
                 self.ranks[t.name] = t.ndim
 
     def matching(self, arrays: Sequence[np.ndarray]) -> Definition:
-        """The definition whose kernel inputs have these arrays' shapes and dtype (a reference's lookup)."""
+        """The definition whose inputs (in argument order) have these arrays' shapes and dtype (a
+        reference's lookup)."""
         want = [(np.shape(a), str(np.asarray(a).dtype)) for a in arrays]
         for d in reversed(list(self.by_key.values())):
-            if [(t.shape, t.dtype) for t in d.kernel_inputs] == want:
+            if [(t.shape, t.dtype) for t in d.inputs] == want:
                 return d
         raise DefinitionError(f"{self.name}: no definition has inputs {want}")
 
@@ -195,12 +195,11 @@ def _template(defs: Definitions, description: str, reference: Callable[..., np.n
     def schedule(s: Schedule, cfg: Config, shape: Mapping[str, int], threads: int) -> CodegenOptions:
         return AutoScheduler(s.output, threads).apply(s, cfg)
 
-    def ref(*arrays: np.ndarray) -> np.ndarray:
+    def ref(*arrays: np.ndarray) -> np.ndarray:  # the arrays in argument order
         d = defs.matching(arrays)
-        named = {t.name: a for t, a in zip(d.kernel_inputs, arrays)}
         if reference is not None:
-            return reference(*(named[p] for p in d.arg_names))
-        return evaluate(d.out, named)
+            return reference(*arrays)
+        return evaluate(d.out, {t.name: a for t, a in zip(d.inputs, arrays)})
 
     def flops(shape: Mapping[str, int]) -> float:
         for (s, _), d in list(defs.by_key.items()):
@@ -215,7 +214,8 @@ def _template(defs: Definitions, description: str, reference: Callable[..., np.n
                     define=define, space=space, schedule=schedule,  # type: ignore[arg-type]
                     reference=ref, flops=flops, default_shape="", shape_of=shape_of, free_dims=free_dim,
                     presets=lambda shape, dtype, threads: AutoScheduler(define(shape, dtype), threads).presets(),
-                    definition=lambda shape, dtype: defs.get(shape, dtype).data, dim_names=defs.dim_names)
+                    definition=lambda shape, dtype: defs.get(shape, dtype).data, dim_names=defs.dim_names,
+                    arguments=lambda shape, dtype: list(defs.get(shape, dtype).inputs))
 
 
 def template_from_function(fn: Callable[..., Tensor], *, name: str | None = None,
@@ -268,17 +268,6 @@ def register_definition(name: str, data: Any) -> Template:
         return t
     defs.add(data)
     return t
-
-
-def call_order(data: Mapping[str, Any], kernel_inputs: Sequence[str]) -> list[int]:
-    """The position among a call's arrays (the definition's inputs, in argument order) of each
-    input a kernel takes (kernels take them in the order the definition first reads them).
-
-    >>> call_order({"inputs": [{"name": "X"}, {"name": "W"}]}, ["W", "X"])
-    [1, 0]
-    """
-    names = [unicodedata.normalize("NFKC", i["name"]) for i in data["inputs"]]
-    return [names.index(n) for n in kernel_inputs]
 
 
 def default_config(out: Tensor, threads: int) -> dict[str, Any]:

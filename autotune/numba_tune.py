@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from autotune.environment import settings, worker_env
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, ShapeError
 from autotune.runner import ErrorKind, MeasureResult
 from autotune.timing_lock import TimingLock, lock_path
 
@@ -435,11 +435,20 @@ class NumbaAutotuner:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         values = self._bind(args, kwargs)
         key = self._key(values)
+        self._check_writable(values, list(self.outputs or []) + self.restore_value + self.reset_to_zero)
         if key not in self.best:
             with self._lock:
                 if key not in self.best:
                     self._tune(key, values)
         return self._compiled(self.configs.index(self.best[key]))(*values)
+
+    def _check_writable(self, values: list[Any], written: Sequence[str]) -> None:
+        """ShapeError (a ValueError) if an argument the kernel writes is a read-only array: Numba
+        refuses it only after tuning, in a page-long typing error (a read-only memmap included)."""
+        for name, v in zip(self.params, values):
+            if name in written and isinstance(v, np.ndarray) and not v.flags.writeable:
+                raise ShapeError(f"autotune_numba {self.fn.__name__}: argument {name!r} is read-only but the kernel "
+                                 f"writes it: pass a writable array (np.array({name}) copies it)")
 
     # ---- tuning ---------------------------------------------------------------------------
     def _start_state(self, values: list[Any]) -> dict[str, np.ndarray]:
@@ -502,6 +511,7 @@ class NumbaAutotuner:
                     msg = worker.measure({**base, "config": config, "prefix": f"c{i}_"},
                                          self.compile_timeout, self.run_timeout)
                     if msg.get("ok"):
+                        self._check_writable(values, msg["changed"])  # found out by the first run
                         got = {n: np.load(folder / f"c{i}_{n}.npy", allow_pickle=False)
                                for n in msg["changed"] + (["return"] if msg["returned"] else [])}
                         if want is None:

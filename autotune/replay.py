@@ -13,11 +13,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from autotune.codegen import Kernel
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordError, best_per_task, from_target, load_records
 from autotune.target import current_target
-from autotune.task import Task
+from autotune.task import OpKernel, Task
 from autotune.runner import MeasureInput, MeasureResult, Runner
 
 
@@ -139,11 +138,19 @@ def _know_definitions(records: Sequence[Record], op: str) -> None:
 
 
 def load_best(log: str | os.PathLike[str], op: str, shape: str | Sequence[int] | Mapping[str, int],
-              dtype: str = "float32", *, threads: int | None = None, any_target: bool = False) -> Kernel:
+              dtype: str = "float32", *, threads: int | None = None, any_target: bool = False) -> OpKernel:
     """The best kernel of a task in a log, rebuilt from its config (validated first) as a callable.
     threads: the thread count it was tuned for (default: this machine's); any_target: also use a
     record measured on a machine of another ISA. The kernel is checked against the task's reference
-    once before it is returned: a kernel that computes something else raises."""
+    once before it is returned: a kernel that computes something else raises. It takes the op's
+    arrays in the op's argument order (a user op's: its function's parameters, whatever order the
+    definition reads them in; `kernel.arguments` lists them) and answers inputs holding NaN or Inf
+    with the NumPy reference, as a tuned op does (`kernel.check_finite = False` skips that check).
+
+    >>> k = load_best("axpb.jsonl", "axpb", "16x16", threads=1)           # doctest: +SKIP
+    >>> [a.name for a in k.arguments], k(A, B)                             # doctest: +SKIP
+    (['A', 'B'], array([...]))
+    """
     rec = best_record(log, op, shape, dtype, threads=threads, any_target=any_target)
     task = rec.task()
     kernel = task.build(rec.validated_config())

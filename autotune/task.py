@@ -1,18 +1,25 @@
 """A Task: an operator at a shape and dtype. Configs of its space build kernels.
 
+A kernel of Task.build takes the op's arguments in the op's order (`Task.arguments`: a
+template's inputs, a definition function's parameters), as do Task.inputs and Task.reference.
+
 Example::
 
     >>> from autotune.task import Task
     >>> t = Task.create("matmul", "64x48x32", threads=2)
     >>> t.key()
     'matmul|M=64,N=48,K=32|float32|threads=2'
+    >>> [(a.name, a.shape) for a in t.arguments()]
+    [('A', (64, 32)), ('B', (32, 48))]
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import random
+import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,8 +31,8 @@ from autotune.errors import AutotuneError, ShapeError
 from autotune.ir.expr import input_tensors
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
-from templates import get_template
-from templates.base import CodegenOptions, Template
+from templates import HIDDEN, TEMPLATES, get_template
+from templates.base import CodegenOptions, Template, argument_dims
 
 DTYPES = ("float32", "float64")
 
@@ -41,9 +48,142 @@ def speed_unit(flops: float, metric: str = "GFLOP/s") -> tuple[float, str]:
 
 
 def task_key(op: str, shape: Iterable[tuple[str, int]], dtype: str, threads: int) -> str:
-    """The key of a task (Task.key) from its parts, e.g. for a record."""
-    dims = ",".join(f"{k}={v}" for k, v in shape)
+    """The key of a task (Task.key) from its parts, e.g. for a record. A template-free op's dims go
+    input by input, as its shape strings list them (a log written before keys did lists each
+    input's axis 0 first: its records get the same key).
+
+    >>> task_key("row_dot", [("X0", 6), ("W0", 4), ("X1", 4)], "float32", 1)
+    'row_dot|X0=6,X1=4,W0=4|float32|threads=1'
+    """
+    items = list(shape)
+    if op not in TEMPLATES and op not in HIDDEN:
+        order = argument_dims(k for k, _ in items)
+        if order is not None and len(order) == len(items):
+            value = dict(items)
+            items = [(k, value[k]) for k in order]
+    dims = ",".join(f"{k}={v}" for k, v in items)
     return f"{op}|{dims}|{dtype}|threads={threads}"
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One array a call of an op passes: its name, the shape the caller passes and its dtype."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def describe(self) -> str:
+        return f"{self.name} [{'x'.join(map(str, self.shape))}] {self.dtype}"
+
+
+@dataclass
+class OpKernel(Kernel):
+    """A Kernel called with its op's arguments in the op's order (`arguments`), whatever order the
+    compiled function takes them in (a definition's: the order it first reads them; an argument it
+    never reads is checked, then left out). `order[i]`: the argument the compiled function's input
+    i is. `input_shapes` still lists the compiled function's inputs; `arguments` the call's.
+    `bind` (and so a call) checks the arrays and `out=` (shape, dtype, C-contiguous, writable) with
+    a one-line ShapeError naming the argument.
+
+    A call whose inputs hold NaN or Inf is answered by `reference` (the op's NumPy reference, as a
+    tuned op's is: the compiled code assumes finite values), with a RuntimeWarning; set
+    `check_finite = False` to skip the check. `bind` never checks (it is what the timer runs)."""
+    arguments: tuple[Argument, ...] = ()
+    order: tuple[int, ...] = ()
+    op: str = ""
+    reference: Callable[[Sequence[np.ndarray]], np.ndarray] | None = None
+    check_finite: bool = True
+
+    @classmethod
+    def wrap(cls, kernel: Kernel, arguments: Sequence[Argument], op: str = "",
+             reference: Callable[[Sequence[np.ndarray]], np.ndarray] | None = None) -> "OpKernel":
+        names = [a.name for a in arguments]
+        missing = [t.name for t in kernel.nest.inputs if t.name not in names]
+        if missing:
+            raise AutotuneError(f"the kernel reads {missing}, which are not among the op's arguments {names}")
+        fields = {f.name: getattr(kernel, f.name) for f in dataclasses.fields(Kernel)}
+        return cls(**fields, arguments=tuple(arguments), order=tuple(names.index(t.name) for t in kernel.nest.inputs),
+                   op=op, reference=reference)
+
+    def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if self.check_finite and self.reference is not None:
+            arrays = tuple(np.asarray(a) for a in arrays)
+            self.select(arrays)
+            bad = first_nonfinite(self.arguments, arrays)
+            if bad is not None:
+                if out is None:
+                    out = np.empty(self.output_shape, self.nest.output.dtype)
+                else:
+                    check_out(out, self.output_shape, self.nest.output.dtype, self.op or "kernel")
+                return by_reference(self.op, bad, self.reference, arrays, out, stacklevel=3)
+        return super().__call__(*arrays, out=out)
+
+    def select(self, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+        """The compiled function's inputs from a call's arrays, after checking them (ShapeError)."""
+        who = f"the {self.op} kernel" if self.op else "the kernel"
+        if len(arrays) != len(self.arguments):
+            raise ShapeError(f"{who} takes {len(self.arguments)} arrays "
+                             f"({', '.join(a.describe() for a in self.arguments)}), got {len(arrays)}")
+        for a, arg in zip(arrays, self.arguments):
+            a = np.asarray(a)
+            if a.shape != arg.shape:
+                raise ShapeError(f"{who}: input {arg.name} must have shape {arg.shape}, got {a.shape}")
+            if a.dtype != np.dtype(arg.dtype):
+                raise ShapeError(f"{who}: input {arg.name} must have dtype {arg.dtype}, got {a.dtype}: pass "
+                                 f"{arg.name}.astype(np.{arg.dtype})")
+        return tuple(arrays[i] for i in self.order)
+
+    def bind(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> Callable[[], np.ndarray]:
+        if out is not None:
+            check_out(out, self.output_shape, self.nest.output.dtype, self.op or "kernel")
+        return super().bind(*self.select(arrays), out=out)
+
+    def prepare(self) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray]:
+        """Kernel.prepare over the call's arrays (unchecked, as there)."""
+        run = super().prepare()
+        order = self.order
+        if order == tuple(range(len(self.arguments))):
+            return run
+        return lambda ins, out: run(tuple(ins[i] for i in order), out)
+
+
+def first_nonfinite(arguments: Sequence[Argument], arrays: Sequence[np.ndarray]) -> Argument | None:
+    """The first argument whose array holds NaN or Inf (np.isfinite: one read of each), else None."""
+    for arg, a in zip(arguments, arrays):
+        if not np.isfinite(a).all():
+            return arg
+    return None
+
+
+def by_reference(op: str, bad: Argument, reference: Callable[[Sequence[np.ndarray]], np.ndarray],
+                 arrays: Sequence[np.ndarray], out: np.ndarray, stacklevel: int = 4) -> np.ndarray:
+    """Answer a call whose input `bad` holds NaN or Inf with the op's NumPy reference, into out,
+    and say so (a RuntimeWarning at the caller's call, `stacklevel` frames up)."""
+    warnings.warn(f"autotune: {op}: input {bad.name} holds NaN or Inf, so this call ran the NumPy reference (slower) "
+                  "instead of the kernel, which is compiled for finite values (fast-math nnan/ninf); "
+                  "check_finite=False skips this check", RuntimeWarning, stacklevel=stacklevel)
+    with np.errstate(all="ignore"):
+        out[...] = np.asarray(reference(arrays)).reshape(out.shape)
+    return out
+
+
+def check_out(out: Any, shape: Sequence[int], dtype: str, who: str) -> None:
+    """ShapeError unless `out` can take the output: an ndarray of its shape and dtype, C-contiguous
+    and writable (a read-only memmap written to would kill the process).
+
+    >>> check_out(np.zeros(3, np.float32), (4,), "float32", "matmul")
+    Traceback (most recent call last):
+    ...
+    autotune.errors.ShapeError: matmul: out must be a C-contiguous float32 array of shape [4], got float32 [3]: pass np.empty([4], np.float32) or out=None
+    """
+    fix = f"pass np.empty({list(shape)}, np.{dtype}) or out=None"
+    if not isinstance(out, np.ndarray):
+        raise ShapeError(f"{who}: out must be a NumPy array, got {type(out).__name__}: {fix}")
+    if out.shape != tuple(shape) or out.dtype != np.dtype(dtype) or not out.flags.c_contiguous:
+        raise ShapeError(f"{who}: out must be a C-contiguous {dtype} array of shape {list(shape)}, got {out.dtype} "
+                         f"{list(out.shape)}{'' if out.flags.c_contiguous else ' (not contiguous)'}: {fix}")
+    if not out.flags.writeable:
+        raise ShapeError(f"{who}: out is read-only (a read-only memmap or a writeable=False view): {fix}")
 
 
 @dataclass(frozen=True)
@@ -60,7 +200,7 @@ class Task:
         t = get_template(op)
         if dtype not in DTYPES:
             raise ShapeError(f"dtype {dtype!r} is not supported; use one of {', '.join(DTYPES)}")
-        parsed = t.parse_shape(shape)
+        parsed = t.parse_shape(shape, dtype)
         return cls(t.name, tuple(parsed.items()), dtype, threads if threads is not None else settings().threads)
 
     @classmethod
@@ -155,13 +295,20 @@ class Task:
         s, opts = self.schedule(cfg)
         return generate_source(s, reassoc=opts.reassoc, noalias=opts.noalias)
 
-    def build(self, cfg: Config | Mapping[str, Any]) -> Kernel:
+    def build(self, cfg: Config | Mapping[str, Any]) -> OpKernel:
+        """The kernel of a config: called with the op's arguments in the op's order (OpKernel)."""
         s, opts = self.schedule(cfg)
-        return build(s, threads=self.threads, reassoc=opts.reassoc, noalias=opts.noalias, views=self.views())
+        k = build(s, threads=self.threads, reassoc=opts.reassoc, noalias=opts.noalias, views=self.views())
+        return OpKernel.wrap(k, self.arguments(), self.op, self.reference)
+
+    def arguments(self) -> list[Argument]:
+        """The arrays a call passes, in the op's order: names, the caller's shapes and dtypes."""
+        return [Argument(t.name, tuple(t.shape), t.dtype) for t in self.template.call_args(self.shape_dict, self.dtype)]
 
     def views(self) -> list[tuple[int, ...]]:
-        """The shapes callers pass and get: the template's definition's inputs, then its output
-        (a config's own definition, define_for, may compute on flat views of them)."""
+        """The shapes the compiled function's inputs (in its order), then its output, have for the
+        caller: the template's definition's (a config's own definition, define_for, may compute on
+        flat views of them)."""
         out = self.template.define(self.shape_dict, self.dtype)
         return [t.shape for t in input_tensors(out) if t.is_placeholder] + [out.shape]
 
@@ -178,7 +325,8 @@ class Task:
                                 "retune the task")
 
     def inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Random inputs, placed alike in every process (aligned_copy), so timings compare."""
+        """Random inputs of the op's arguments (in its order), placed alike in every process
+        (aligned_copy), so timings compare."""
         return [aligned_copy(np.asarray(a))
                 for a in self.template.inputs(self.shape_dict, self.dtype, np.random.default_rng(seed))]
 

@@ -5,6 +5,43 @@ Example::
     >>> from templates import get_template, TEMPLATES
     >>> "matmul" in TEMPLATES
     True
+
+NaN, Inf and signed zero. Kernels are compiled with fast-math flags that let LLVM assume no NaN
+or Inf and ignore the sign of zero (nnan, ninf, nsz; autotune.environment.FASTMATH). So a tuned
+op (autotune.op) and a kernel of Task.build or autotune.load_best check every call's inputs
+(np.isfinite, check_finite on by default) and answer a call whose inputs hold NaN or +-Inf with the
+operator's NumPy reference, with a RuntimeWarning: for NaN and Inf inputs every operator below
+gives exactly NumPy's answer. -0.0 inputs go to the kernel: its values equal NumPy's (-0.0 ==
+0.0), the sign of a zero may not. tests/templates/test_nonfinite.py pins both for every template
+and for definitions (te.sum, te.max_reduce, elementwise).
+
+With the check off (autotune.op(..., check_finite=False), kernel.check_finite = False) the kernel
+answers; what it gave in those tests (default schedules and a few random configs, x86-64; not a
+contract: another schedule, target or LLVM may differ)::
+
+    operator           NaN in an input              +-Inf in an input             all inputs -0.0
+    matmul             as NumPy                     as NumPy                      as NumPy (+0.0)
+    batch_matmul       as NumPy                     as NumPy                      as NumPy (+0.0)
+    conv2d  direct     as NumPy                     as NumPy                      as NumPy (+0.0)
+            Winograd   NaN over every 4x4 output tile reading it (the transforms  as NumPy (+0.0)
+            (3x3)      add and subtract inputs: Inf - Inf is NaN), where NumPy has
+                       NaN or +-Inf in fewer outputs
+    depthwise_conv2d   as NumPy                     as NumPy                      as NumPy (+0.0)
+    pool2d             dropped: a window max        as NumPy                      as NumPy (-0.0)
+                       ignores the NaN
+    dense_bias_relu    as NumPy                     as NumPy                      as NumPy (+0.0)
+    softmax            as NumPy (the row NaN)       as NumPy; -inf (a mask) is    as NumPy
+                                                    handled by design: exp(-inf)
+                                                    is about 1e-38 (exp's clamp),
+                                                    so a masked output is about
+                                                    1e-38 / row sum, not 0
+    layernorm          as NumPy (the row NaN)       as NumPy (the row NaN)        -0.0 where NumPy: +0.0
+    definitions: te.sum as NumPy; te.max_reduce (te.min_reduce, te.max, te.min) may drop a NaN;
+    elementwise arithmetic as NumPy; a sum of -0.0 only: -0.0 where the reference gives +0.0
+
+Not covered by the check: a NaN or Inf that the computation itself makes from finite inputs (a
+definition's log of a negative number or 0/0, a float32 overflow) meets the same flags: a max
+may drop it, and the result is unspecified where NumPy's is NaN or Inf.
 """
 from __future__ import annotations
 

@@ -10,12 +10,13 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from autotune.errors import ShapeError
 from autotune.ir.expr import Tensor
+from autotune.ir.serialize import MAX_RANK
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
 
@@ -64,9 +65,39 @@ class Template:
     # shape string gives them (each input's dims in turn), () while an input's rank is unknown
     definition: Callable[[Shape, str], dict] | None = None
     dim_names: Callable[[], tuple[str, ...]] | None = None
+    # template-free ops: the placeholders a call passes, in the op's argument order (the definition
+    # function's signature; an argument the definition never reads is still one); default
+    # (call_args): the placeholders define() reads, in the order it first reads them
+    arguments: Callable[[Shape, str], list[Tensor]] | None = None
 
-    def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int]) -> Shape:
-        """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated."""
+    def call_args(self, shape: Shape, dtype: str) -> list[Tensor]:
+        """The placeholders a call of the op passes, in order: what a kernel of Task.build, the
+        reference and Template.inputs take.
+
+        >>> from templates import get_template
+        >>> [t.name for t in get_template("dense_bias_relu").call_args({"M": 4, "N": 3, "K": 8}, "float32")]
+        ['A', 'W', 'bias']
+        """
+        if self.arguments is not None:
+            return list(self.arguments(shape, dtype))
+        from autotune.ir.expr import input_tensors
+        return [t for t in input_tensors(self.define(shape, dtype)) if t.is_placeholder]
+
+    def argument_names(self) -> list[str]:
+        """The names of the op's arguments, in order (a template-free op's: its parameters).
+
+        >>> from templates import get_template
+        >>> get_template("matmul").argument_names()
+        ['A', 'B']
+        """
+        if self.dim_names is not None:  # a template-free op: its dims are each input's axis 0
+            return [d[:-1] for d in self.dims]
+        probe = {**self.extra_dims, **dict(zip(self.dims, _PROBE))}
+        return [t.name for t in self.call_args(probe, "float32")]
+
+    def parse_shape(self, shape: str | Sequence[int] | Mapping[str, int], dtype: str = "float32") -> Shape:
+        """'1024x1024x1024', (1024, 1024, 1024) or {'M': 1024, ...} -> {'M': 1024, ...}, validated
+        (the definition is built once at `dtype`)."""
         if isinstance(shape, Mapping):
             vals = dict(shape)
             unknown = {k for k in set(vals) - set(self.dims) - set(self.extra_dims)
@@ -85,7 +116,7 @@ class Template:
             else:
                 nums = list(shape)
             if self.dim_names is not None:
-                return self.parse_shape(self._dims_of(shape, nums))
+                return self.parse_shape(self._dims_of(shape, nums), dtype)
             names = list(self.dims) + list(self.extra_dims)
             if not len(self.dims) <= len(nums) <= len(names):
                 raise ShapeError(f"{self.name}: shape {shape!r} has {len(nums)} numbers; expected "
@@ -99,11 +130,15 @@ class Template:
                 raise ShapeError(f"{self.name}: {k} must be a positive integer, got {v!r}")
             if v > MAX_ELEMENTS:
                 raise ShapeError(f"{self.name}: {k}={v} is too large (at most {MAX_ELEMENTS})")
-        # one canonical order (declared dims, then extra dims, then any others by name): task keys
-        # must not depend on how the user ordered a mapping
+        # one canonical order (declared dims, then extra dims, then any others by name; a template-
+        # free op's: each input's dims in turn, as its shape strings give them): task keys must not
+        # depend on how the user ordered a mapping
         order = list(self.dims) + [k for k in self.extra_dims if k not in self.dims]
-        out = {k: int(out[k]) for k in order + sorted(set(out) - set(order)) if k in out}
-        self.check(out)
+        order += sorted(set(out) - set(order))
+        if self.dim_names is not None:
+            order = argument_dims(order) or order
+        out = {k: int(out[k]) for k in order if k in out}
+        self.check(out, dtype)
         return out
 
     def _dims_of(self, shape: object, nums: list[int]) -> dict[str, int]:
@@ -122,9 +157,10 @@ class Template:
         extra = "".join(f"[x{k}={v}]" for k, v in self.extra_dims.items())
         return "x".join(self.dims) + extra
 
-    def check(self, shape: Shape) -> None:
-        """Build the definition once to reject impossible shapes with a clear message."""
-        out = self.define(shape, "float32")
+    def check(self, shape: Shape, dtype: str = "float32") -> None:
+        """Build the definition once (at `dtype`: a definition read as data may be known at no
+        other) to reject impossible shapes with a clear message."""
+        out = self.define(shape, dtype)
         from autotune.ir.expr import input_tensors
         for t in input_tensors(out):
             n = int(np.prod(t.shape))
@@ -134,24 +170,39 @@ class Template:
     def shape_from(self, *arrays: np.ndarray) -> Shape:
         """The shape dims of a call on these input arrays: `shape_of` when the template has one, else
         read off the definition's placeholders; dims no input shows (a pooling window) and extra dims
-        take the default shape's values. Not validated: the caller checks the arrays against it.
+        take the default shape's values. The number of arrays and their ranks are checked (a one-line
+        ShapeError naming the input and the rank it needs); the rest is the caller's to check against
+        the task's arguments (Task.arguments).
 
         >>> from templates import get_template
         >>> get_template("dense_bias_relu").shape_from(np.zeros((4, 8)), np.zeros((8, 3)), np.zeros(3))
         {'M': 4, 'K': 8, 'N': 3}
+        >>> get_template("matmul").shape_from(np.zeros(4), np.zeros((4, 3)))
+        Traceback (most recent call last):
+        ...
+        autotune.errors.ShapeError: matmul: input A must have 2 dimensions [MxK], got shape (4,)
         """
-        if self.shape_of is not None:
-            return dict(self.shape_of(*arrays))
-        from autotune.ir.expr import input_tensors
+        phs: list[Tensor] = []
         probe = {**self.extra_dims, **dict(zip(self.dims, _PROBE))}
-        phs = [t for t in input_tensors(self.define(probe, "float32")) if t.is_placeholder]
-        if len(arrays) != len(phs):
-            raise ShapeError(f"{self.name} takes {len(phs)} arrays ({', '.join(t.name for t in phs)}), got {len(arrays)}")
         dim_of = {v: d for d, v in probe.items() if d in self.dims}
+        if self.dim_names is None:  # fixed ranks (a template-free op's shape_of checks its own)
+            phs = self.call_args(probe, "float32")
+            if len(arrays) != len(phs):
+                raise ShapeError(f"{self.name} takes {len(phs)} arrays ({', '.join(t.name for t in phs)}), "
+                                 f"got {len(arrays)}")
+            for t, a in zip(phs, arrays):
+                if np.ndim(a) != t.ndim:
+                    dims = "x".join(dim_of.get(n, "?") for n in t.shape)
+                    raise ShapeError(f"{self.name}: input {t.name} must have {t.ndim} dimensions"
+                                     f"{f' [{dims}]' if '?' not in dims else ''}, got shape {np.shape(a)}")
+        if self.shape_of is not None:
+            try:
+                return dict(self.shape_of(*arrays))
+            except (IndexError, KeyError, TypeError, AttributeError) as e:  # a shape_of of a user's template
+                raise ShapeError(f"{self.name}: cannot read its shape off these inputs ({type(e).__name__}: {e}); "
+                                 f"pass {len(phs) or 'its'} arrays of the ranks its definition reads") from None
         read: dict[str, int] = {}
         for t, a in zip(phs, arrays):
-            if np.ndim(a) != t.ndim:
-                raise ShapeError(f"{self.name}: input {t.name} must have {t.ndim} dimensions, got shape {np.shape(a)}")
             for n, got in zip(t.shape, np.shape(a)):
                 if n in dim_of:
                     read.setdefault(dim_of[n], int(got))
@@ -159,10 +210,27 @@ class Template:
         return {**{k: v for k, v in default.items() if k not in read}, **read}
 
     def inputs(self, shape: Shape, dtype: str, rng: np.random.Generator) -> list[np.ndarray]:
-        """Random inputs in [-1, 1) of the definition's placeholders, in argument order."""
-        from autotune.ir.expr import input_tensors
-        out = self.define(shape, dtype)
-        return [rng.uniform(-1, 1, t.shape).astype(dtype) for t in input_tensors(out) if t.is_placeholder]
+        """Random inputs in [-1, 1) of the op's arguments (call_args), in argument order."""
+        return [rng.uniform(-1, 1, t.shape).astype(dtype) for t in self.call_args(shape, dtype)]
+
+
+def argument_dims(names: Iterable[str]) -> list[str] | None:
+    """The dims of a template-free op (an input's name and its axis, 0 to MAX_RANK - 1: X0, X1,
+    W0) input by input, the inputs in the order their axis 0 comes: the order a shape string gives
+    them, and task keys. None when a name is no such dim or an input has no axis 0.
+
+    >>> argument_dims(["X0", "W0", "X1"]), argument_dims(["M", "N"])
+    (['X0', 'X1', 'W0'], None)
+    """
+    names = list(names)
+    axes = {str(d) for d in range(MAX_RANK)}
+    if not names or any(len(n) < 2 or n[-1] not in axes for n in names):
+        return None
+    inputs = [n[:-1] for n in names if n[-1] == "0"]
+    if {n[:-1] for n in names} != set(inputs):
+        return None
+    have = set(names)
+    return [f"{p}{d}" for p in inputs for d in range(MAX_RANK) if f"{p}{d}" in have]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,9 @@
 """Y[N,K,OH,OW] = conv2d(X[N,C,H,W], W[K,C,R,S]) with stride, zero padding and dilation (NCHW).
 
+NaN/Inf: a Winograd config spreads one NaN or Inf input over whole output tiles (its transforms
+add and subtract inputs); a tuned op answers such inputs with the NumPy reference instead
+(check_finite, the table in templates/__init__.py).
+
 A direct convolution blocked like a GEMM micro-kernel: the weights are repacked into blocks of
 kb output channels (s.pack on W along K: Wp[K/kb, C, R, S, kb], zero padded), and each tile of
 ohb x owb output pixels times kb channels accumulates in a stack tile acc[ohb, owb, kb] (pixel

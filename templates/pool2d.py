@@ -1,5 +1,8 @@
 """Y[N,C,OH,OW] = max pooling of X[N,C,H,W] over R x S windows, with stride, padding and dilation.
 
+NaN: the compiled window max may drop a NaN (fast-math nnan); a tuned op answers inputs holding
+NaN or Inf with the NumPy reference instead (check_finite, the table in templates/__init__.py).
+
 Padding contributes the lowest finite value of the dtype (so it never wins a max). The
 schedule is depthwise_conv2d's: a stack tile of [ohb] rows x [owb] columns of one channel,
 columns vectorized (vmaxps), rows unrolled, the padded input kept as a root stage, computed per

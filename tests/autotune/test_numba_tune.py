@@ -199,3 +199,22 @@ def test_the_worker_gets_the_source_without_decorators() -> None:
     src = kernel_source(decorated.fn)
     assert src.startswith("def decorated(x):\n") and "autotune_numba" not in src
     assert decorated.kernel["globals"] == {"np": {"module": "numpy"}, "math": {"module": "math"}}
+
+
+def test_a_read_only_output_is_a_one_line_error_not_a_numba_typing_error(tmp_path: Path) -> None:
+    def add_two(x, out):
+        for i in range(x.shape[0]):
+            out[i] = x[i] + TWO  # noqa: F821 - a compile-time constant
+
+    x = np.zeros(8)
+    frozen = np.zeros(8)
+    frozen.flags.writeable = False
+    named = autotune_numba(configs=[{"TWO": 2.0}], key=["x"], outputs=["out"])(add_two)
+    with pytest.raises(ValueError, match=r"argument 'out' is read-only but the kernel writes it") as e:
+        named(x, frozen)  # refused before any worker runs
+    assert "\n" not in str(e.value) and not named.results
+    log = tmp_path / "nt.jsonl"
+    found = autotune_numba(configs=[{"TWO": 2.0}, {"TWO": 2.0 + 0.0}], key=["x"], log=log)(add_two)
+    with pytest.raises(ValueError, match=r"argument 'out' is read-only"):
+        found(x, frozen)  # found out from the first config's run: no second config, no log line
+    assert not log.exists() and not frozen.any()
