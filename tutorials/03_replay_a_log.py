@@ -43,7 +43,7 @@ def main() -> None:
     row = rows[0]  # use one as a function: the config is validated, then rebuilt
     shape = dict(row.record.shape)
     kernel = load_best(args.log, row.record.op, shape, row.record.dtype)
-    inputs = [np.random.rand(*t.shape).astype(t.dtype) for t in kernel.nest.inputs]
+    inputs = [np.random.rand(*a.shape).astype(a.dtype) for a in kernel.arguments]  # in the op's order
     out = kernel(*inputs)
     print(f"{row.key}: output {out.shape}, finite: {bool(np.isfinite(out).all())}")
 

@@ -228,9 +228,11 @@ class Kernel:
         o, oshape = self.nest.output, self.output_shape
         if out is None:
             result = aligned_empty(oshape, o.dtype)
-        elif out.shape != oshape or out.dtype != np.dtype(o.dtype) or not out.flags.c_contiguous:
-            raise ShapeError(f"out must be a C-contiguous {o.dtype} array of shape {oshape}, "
-                             f"got {out.dtype} {out.shape}{'' if out.flags.c_contiguous else ' (not contiguous)'}")
+        elif out.shape != oshape or out.dtype != np.dtype(o.dtype) or not out.flags.c_contiguous \
+                or not out.flags.writeable:
+            why = " (not contiguous)" if not out.flags.c_contiguous else " (read-only)" if not out.flags.writeable else ""
+            raise ShapeError(f"out must be a writable C-contiguous {o.dtype} array of shape {oshape}, "
+                             f"got {out.dtype} {out.shape}{why}")
         else:
             result = out
             check_disjoint(ins, out)

@@ -1,4 +1,4 @@
-"""Names in generated source: Python folds identifiers by NFKC (`ｉ` is `i`), so the printer prints
+"""A built kernel's out= must be writable; names in generated source: Python folds identifiers by NFKC (`ｉ` is `i`), so the printer prints
 folded names and never lets two of the IR's names become one variable (issue 38, item 9)."""
 from __future__ import annotations
 
@@ -25,3 +25,14 @@ def test_a_name_that_is_no_ascii_identifier_prints_as_a_plain_one() -> None:
     src = generate_source(Schedule(out))
     assert src.isascii()
     np.testing.assert_array_equal(build(Schedule(out))(np.ones(4, np.float32)), np.full(4, 2, np.float32))
+
+
+def test_a_read_only_out_is_one_line_error_for_a_built_kernel() -> None:
+    a = te.placeholder((8,), name="A")
+    k = build(Schedule(te.compute((8,), lambda i: a[i] + 1.0, name="B")))
+    out = np.zeros(8, np.float32)
+    out.setflags(write=False)
+    import pytest
+    with pytest.raises(ValueError, match=r"out must be a writable .*\(read-only\)"):
+        k(np.zeros(8, np.float32), out=out)
+    assert not out.any()
