@@ -51,13 +51,28 @@ import numpy as np
 from autotune.codegen import Kernel
 from autotune.codegen.buffers import check_disjoint
 from autotune.errors import AutotuneError, ShapeError
-from autotune.records import Record, best_per_task, from_target, load_records, preference
+from autotune.records import Log, Record, best_per_task, from_target, preference
 from autotune.retime import busy_note
 from autotune.target import current_target
 from autotune.task import DTYPES, Argument, Task, by_reference, check_out, first_nonfinite
 from templates import Template, get_template, register
 
 POLICIES = ("tune", "log", "default")
+_logs: dict[str, Log] = {}  # each log a tuned op consults, read once and then followed
+_logs_lock = threading.Lock()
+
+
+def _records(path: str | os.PathLike[str]) -> list[Record]:
+    """The records of a log, read once per process and then only its new lines (autotune.records.Log)."""
+    key = os.path.abspath(path)
+    with _logs_lock:
+        log = _logs.get(key)
+        if log is None:
+            log = _logs[key] = Log(key)
+        else:
+            log.refresh()
+        return list(log.records)
+
 _history: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("autotune_history", default=())
 
 
@@ -170,7 +185,7 @@ class TunedOp:
             if not os.path.exists(path):
                 continue
             # a record is valid for this op only if its definition is this one (best_per_task checks)
-            rec = best_per_task(from_target(load_records(path), here, any_target=self.options.any_target)).get(task.key())
+            rec = best_per_task(from_target(_records(path), here, any_target=self.options.any_target)).get(task.key())
             if rec is not None and (best is None or preference(rec) < preference(best)):
                 best = rec
         return best
@@ -214,9 +229,7 @@ class TunedOp:
         note = busy_note(res.noisy, res.timed, o.log)
         if o.verbose and note:
             print(f"autotune: {note}", file=sys.stderr)
-        if res.best_config is None:
-            from autotune.tuning import no_valid_config
-            raise AutotuneError(no_valid_config(res))
+        assert res.best_config is not None  # tune raises NoValidConfig otherwise
         return task.build(res.best_config)
 
     def _prepare(self, arrays: tuple[np.ndarray, ...], key: tuple) -> Callable[..., np.ndarray]:
