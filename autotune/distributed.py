@@ -23,10 +23,14 @@ first) and are not counted, so running a spec twice measures twice the trials.
 Every entry is checked before anything starts. Each task is tuned by a Ray task on some node
 (compiling and timing there); its records stream back to the driver, which appends them to one
 log as they arrive and shows every task's progress. A killed sweep resumes from its log; a task
-whose worker dies is resubmitted with the records measured so far and the trials it has left. The
-records also come back with each finished task, so when the queue actor they stream through dies,
-the driver makes a new queue for the tasks it submits next and takes the records of the running
-ones when they end.
+whose worker or node dies is resubmitted with the records measured so far and the trials it has
+left, so nothing it measured is measured again (a lost worker is no verdict on a config). The
+records stream through a queue actor kept on the driver's node: a worker puts each record there
+(and waits until it is in) before it measures on, so a node that dies takes with it only the
+measurement in flight. The records also come back with each finished task, so when the queue
+actor dies, the driver makes a new queue for the tasks it submits next and takes the records of
+the running ones when they end. Templates registered at run time (templates.USER_MODULES) are
+imported by the Ray workers too.
 """
 from __future__ import annotations
 
@@ -40,6 +44,8 @@ from typing import Any, Callable
 from autotune.errors import AutotuneError
 from measure.ray_cluster import connect
 
+MAX_SPEC_BYTES = 1 << 20  # a sweep spec's text
+MAX_SWEEP_TASKS = 10000   # tasks a spec may expand to
 SPEC_KEYS = {"op", "shapes", "shape", "dtypes", "dtype", "trials", "strategy", "cost_model", "seed", "threads"}
 
 
@@ -66,20 +72,38 @@ def load_spec(path: str | os.PathLike[str]) -> list[SweepTask]:
     """Parse and check a sweep spec; every error names the entry and what is wrong."""
     p = Path(path)
     try:
-        text = p.read_text()
+        with open(p, "rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
+        text = raw.decode()
     except OSError as e:
         raise AutotuneError(f"cannot read sweep spec {p}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise AutotuneError(f"sweep spec {p} is not UTF-8 text") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise AutotuneError(f"sweep spec {p} is longer than {MAX_SPEC_BYTES >> 10} KiB: split it into several sweeps")
     try:
         if p.suffix in (".yaml", ".yml"):
-            import yaml
-            data = yaml.safe_load(text)
+            data = _yaml_without_aliases(text, p)
         else:
             import tomllib
             data = tomllib.loads(text)
+    except AutotuneError:
+        raise
     except Exception as e:
         raise AutotuneError(f"sweep spec {p} is not valid {'YAML' if p.suffix in ('.yaml', '.yml') else 'TOML'}: "
                             f"{str(e).splitlines()[0]}") from None
     return parse_spec(data, str(p))
+
+
+def _yaml_without_aliases(text: str, p: Path) -> Any:
+    """YAML data, refusing aliases (`*name`): a few lines of them can stand for billions of values
+    (an alias bomb) that expanding the spec's tasks would then walk."""
+    import yaml
+    events = yaml.parse(text, Loader=yaml.SafeLoader)
+    for e in events:
+        if isinstance(e, yaml.AliasEvent):
+            raise AutotuneError(f"sweep spec {p} uses a YAML alias (*{e.anchor}): write the values out")
+    return yaml.safe_load(text)
 
 
 def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
@@ -118,6 +142,9 @@ def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
             raise AutotuneError(f"{here}: unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
         if cost_model is not None and cost_model not in MODELS:
             raise AutotuneError(f"{here}: unknown cost_model {cost_model!r}; choose one of {', '.join(MODELS)}")
+        if not isinstance(shapes, list) or not isinstance(dtypes, list) \
+                or len(out) + len(shapes) * len(dtypes) > MAX_SWEEP_TASKS:
+            raise AutotuneError(f"{here}: shapes and dtypes must be lists, the sweep at most {MAX_SWEEP_TASKS} tasks")
         for shape in shapes:
             for dtype in dtypes:
                 try:
@@ -132,15 +159,23 @@ def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
 
 # ---- running a sweep -------------------------------------------------------------------------
 
-def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_workers: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_workers: int,  # type: ignore[no-untyped-def]
+                 template_modules: tuple[str, ...] = ()) -> dict[str, Any]:
     """Runs on a Ray worker: tune one task (spec["trials"]: the trials left to make), pushing every
     record to the driver's queue."""
     import tempfile
+
+    import ray
 
     from autotune.records import Record, RecordLog
     from autotune.task import Task
     from autotune.tuning import tune
     from measure.local import LocalRunnerOptions
+    from templates import USER_MODULES
+    USER_MODULES.extend(m for m in template_modules if m not in USER_MODULES)
+    for m in template_modules:
+        if not m.startswith("file:"):
+            __import__(m)
     task = Task.create(spec["op"], spec["shape"], spec["dtype"], spec["threads"])
     streaming = [True]
     lines: list[str] = []
@@ -151,7 +186,7 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
                 queue.put(event, timeout=30)
             except Exception:  # the queue actor is gone: the records go back with the result
                 streaming[0] = False
-    push({"kind": "started", "task": task.key(), "pid": os.getpid()})
+    push({"kind": "started", "task": task.key(), "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()})
 
     class StreamingLog(RecordLog):
         """The resume log of this worker; every new record also goes to the driver."""
@@ -165,9 +200,15 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
         log = RecordLog(Path(tmp) / "resume.jsonl")
         for line in previous:
             log.append(Record.from_json(json.loads(line)))
-        res = tune(op=task, trials=spec["trials"], log=StreamingLog(log.path),
-                   strategy=spec["strategy"], cost_model=spec["cost_model"], seed=spec["seed"], progress=False,
-                   runner_options=LocalRunnerOptions(compile_workers=compile_workers), batch=max(2, compile_workers * 2))
+        try:
+            res = tune(op=task, trials=spec["trials"], log=StreamingLog(log.path),
+                       strategy=spec["strategy"], cost_model=spec["cost_model"], seed=spec["seed"], progress=False,
+                       runner_options=LocalRunnerOptions(compile_workers=compile_workers),
+                       batch=max(2, compile_workers * 2))
+        except AutotuneError as e:  # no config ran correctly (NoValidConfig): measured all the same
+            res = getattr(e, "result", None)
+            if res is None:
+                raise
     return {"task": task.key(), "measured": res.measured, "best_seconds": res.best_seconds, "lines": lines}
 
 
@@ -180,6 +221,7 @@ class SweepState:
     status: str = "queued"
     attempts: int = 0
     pid: int | None = None
+    nodes: list[str] = field(default_factory=list)  # the Ray node of each attempt that started
     lines: list[str] = field(default_factory=list)
     timed: int = 0  # timings this run logged (measurements and re-timings)
     noisy: int = 0  # of those, the ones taken while the machine was busy
@@ -219,9 +261,18 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                 st.add(r, new=False)
     for st in states.values():
         st.resumed = st.done
-    queue = Queue()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from templates import USER_MODULES
+    here = ray.get_runtime_context().get_node_id()  # the queue lives and dies with the driver's node
+
+    def new_queue() -> Queue:  # not soft: Ray may then put it on another node, whose death takes the queue along
+        return Queue(actor_options={"num_cpus": 0,
+                                    "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False)})
+    queue = new_queue()
     seen = {key: set(st.lines) for key, st in states.items()}
     remote = ray.remote(num_cpus=1, max_retries=0)(_tune_remote)
+    modules = tuple(USER_MODULES)
 
     def submit(st: SweepState):  # type: ignore[no-untyped-def]
         st.attempts += 1
@@ -229,7 +280,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         spec_d = {"op": st.task.op, "shape": st.task.shape, "dtype": st.task.dtype, "threads": st.task.threads,
                   "trials": st.task.trials - st.new, "strategy": st.task.strategy, "cost_model": st.task.cost_model,
                   "seed": st.task.seed}
-        return remote.remote(spec_d, list(st.lines), queue, compile_workers)
+        return remote.remote(spec_d, list(st.lines), queue, compile_workers, modules)
 
     refs = {submit(st): st for st in states.values()}
     view = _SweepView(states, progress)
@@ -253,7 +304,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
             except Empty:
                 items = []
             except ray.exceptions.RayError:  # the queue actor died: new tasks stream into a new one
-                queue = Queue()
+                queue = new_queue()
                 return
             if not items:
                 return
@@ -262,6 +313,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                     record(ev["line"])
                 elif ev["kind"] == "started" and ev["task"] in states:
                     states[ev["task"]].pid = ev["pid"]
+                    states[ev["task"]].nodes.append(ev.get("node", "?"))
                 if on_event:
                     on_event(ev)
 
@@ -273,17 +325,18 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                 st = refs.pop(ref)
                 try:
                     result = ray.get(ref)
-                    drain()
-                    for line in result["lines"]:  # those the queue did not bring
-                        record(line)
-                    st.status = "done"
-                except Exception as e:  # the worker died or the task failed: resubmit what is left
-                    drain()
+                except Exception as e:  # the worker or its node died, or the task failed: resubmit what is left
+                    drain()  # every record it put in the queue, before it is resubmitted with them
                     if st.attempts < max_attempts and st.new < st.task.trials:
                         st.status = f"retrying ({type(e).__name__})"
                         refs[submit(st)] = st
                     else:
                         st.status = f"failed: {type(e).__name__}"
+                    continue
+                drain()  # a failure here (the log, on_event) is no task's: it is raised
+                for line in result["lines"]:  # those the queue did not bring
+                    record(line)
+                st.status = "done"
             view.refresh()
         drain()
     return states

@@ -10,6 +10,11 @@ A runner that can also time candidates again (a `Retimer`: the local and Ray run
 tuning's finalists in alternating rounds, so that a busy spell of the machine does not pick the
 best (autotune.retime).
 
+A runner that measures in isolated workers also tells the tuner which configs build the same kernel
+(a `KernelKeys`: the local and Ray runners): working that out runs the template's schedule(), which
+may crash or hang like any of its code, so it runs in a worker too; a crash or a hang there gives
+None (no twin known) and the measurement records the fault, with its kind.
+
 Example::
 
     >>> from autotune.runner import ErrorKind, MeasureResult
@@ -112,6 +117,20 @@ class Retimer(Protocol):
         busy spell of the machine falls on all of them alike. A result's costs are its rounds'
         medians, retimed=True; noisy when at least half of its rounds were. Never raises for a
         bad candidate; INFRASTRUCTURE results when no timing could be made."""
+        ...
+
+
+@runtime_checkable
+class KernelKeys(Protocol):
+    """A runner that works out kernel keys in its isolated workers (LocalRunner, RayRunner), so
+    that a template's schedule() never runs in the tuner's process. A runner that wraps one of
+    these should pass it on: without it, the tuner works the keys out in its own process."""
+
+    def kernel_keys(self, task: Task, configs: Sequence[Config]) -> list[str | None]:
+        """One key per config, in order (autotune.backends.Backend.kernel_key: configs with equal
+        keys build the same kernel), all in one request. None where the backend has no key, the
+        config does not build, or working it out crashed or hung the worker (which is replaced):
+        the measurement of that config then records the fault. Never raises for a bad config."""
         ...
 
 

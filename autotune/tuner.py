@@ -20,6 +20,13 @@ result, nothing is logged and no trial is spent (TuneResult.duplicates counts th
 TWIN_ROUNDS rounds in a row of nothing but such twins the run stops: the space has no other kernel
 the strategy finds. Each record keeps its kernel's key, so a resumed run knows the logged kernels
 without generating their sources again (records of older logs have none: theirs are generated).
+Working a key out runs the template's schedule(), which may crash or hang like any of its code: a
+runner that measures in isolated workers works the keys out there (autotune.runner.KernelKeys: the
+local and Ray runners), a batch's in one request, so the tuner's process never runs a schedule();
+a key it could not work out (the schedule crashed or hung its worker) is None, and a config without
+a key is its own kernel: it is measured, and its measurement records the fault with its kind. With
+other runners (replay, TPU emulator: no isolated workers; the TPU backend has no keys) the keys are
+worked out in this process.
 
 At the end of a run its finalists (the fastest kernels measured, resumed ones included) are timed
 again in alternating rounds when the runner can (autotune.retime); the re-timings are logged, and
@@ -37,9 +44,9 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from autotune.backends import backend_of
+from autotune.backends import Backend, backend_of
 from autotune.claims import Claims
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordLog, from_target, load_records
@@ -48,7 +55,7 @@ from autotune.search.base import Strategy
 from autotune.space import Config
 from autotune.target import current_target
 from autotune.task import Task
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
+from autotune.runner import ErrorKind, KernelKeys, MeasureInput, MeasureResult, Runner
 
 INFRA_RETRIES = 2   # times a config is measured again after an infrastructure fault
 INFRA_BATCHES = 3   # batches in a row of nothing but infrastructure faults before the run stops
@@ -163,12 +170,14 @@ class Tuner:
         own: dict[Config, MeasureResult] = {}  # each kernel's measurement, under its first config
         timed = noisy = 0
 
+        def learn_keys(cs: Iterable[Config]) -> None:
+            """Work out the kernel keys of the configs not known yet, all in one request."""
+            missing = [c for c in dict.fromkeys(cs) if c not in kernel_keys]
+            if missing:
+                kernel_keys.update(zip(missing, self._kernel_keys(backend, missing)))
+
         def kernel_key(c: Config) -> str | None:
-            if c not in kernel_keys:
-                try:
-                    kernel_keys[c] = backend.kernel_key(self.task, c)
-                except Exception:  # a template's schedule may fail any way: the runner reports it
-                    kernel_keys[c] = None
+            learn_keys([c])
             return kernel_keys[c]
 
         def take(pairs: Sequence[tuple[Config, MeasureResult]]) -> None:
@@ -176,9 +185,11 @@ class Tuner:
             if pairs:
                 self.strategy.update([c for c, _ in pairs], [r for _, r in pairs])
             for c, r in pairs:
-                done.add(c)
                 if r.kernel is not None:  # read back from the log (this tuner's or another's)
                     kernel_keys.setdefault(c, r.kernel)
+            learn_keys(c for c, _ in pairs)
+            for c, r in pairs:
+                done.add(c)
                 k = kernel_key(c)
                 if k is not None and k not in measured_kernels:
                     measured_kernels[k] = (c, r)
@@ -207,6 +218,7 @@ class Tuner:
             configs = [c for c in dict.fromkeys(configs) if c not in done]
             if not configs:
                 break
+            learn_keys(configs)
             configs, twins, batch_twins = self._without_twins(configs, kernel_key, measured_kernels)
             take(twins)
             duplicates += len(twins)
@@ -269,6 +281,20 @@ class Tuner:
         return TuneResult(self.task, best_cfg, best, measured, resumed, errors, time.perf_counter() - t0, history,
                           infrastructure=infrastructure, duplicates=duplicates, timed=timed + len(retimed),
                           noisy=noisy + sum(r.noisy for _, r in retimed), retimed=len(retimed))
+
+    def _kernel_keys(self, backend: Backend, configs: Sequence[Config]) -> list[str | None]:
+        """The kernel keys of configs (None: unknown, the config is its own kernel): the runner's
+        when it works them out in its isolated workers (KernelKeys), else this process's."""
+        if isinstance(self.runner, KernelKeys):
+            keys = list(self.runner.kernel_keys(self.task, configs))[:len(configs)]
+            return keys + [None] * (len(configs) - len(keys))
+        out: list[str | None] = []
+        for c in configs:
+            try:
+                out.append(backend.kernel_key(self.task, c))
+            except Exception:  # a template's schedule may fail any way: the runner reports it
+                out.append(None)
+        return out
 
     @staticmethod
     def _without_twins(configs: Sequence[Config], kernel_key: Callable[[Config], str | None],

@@ -16,6 +16,12 @@ signal named); a worker that cannot start is started again up to `start_attempts
 which the rest of the batch is an INFRASTRUCTURE result; a compile cache that cannot be written
 is an AutotuneError naming the directory, raised when the runner or a worker starts.
 
+Which configs build the same kernel (their kernel keys: autotune.runner.KernelKeys) is worked out
+in the compile workers too, since that runs the template's schedule(): a schedule() that crashes
+or hangs a worker there gives no key (the worker is replaced), and its measurement records the
+fault. Workers die with the process that started them (measure.worker.die_with_parent), even
+while stopped: a driver killed while it paused them leaves none behind.
+
 Example::
 
     >>> from measure.local import LocalRunner                         # doctest: +SKIP
@@ -28,10 +34,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -39,6 +47,8 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune.environment import settings, worker_env
 from autotune.errors import AutotuneError
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
+from autotune.space import Config
+from autotune.task import Task
 from autotune.target import check_executable
 from autotune.timing_lock import lock_path
 from measure.timing import TimingProtocol
@@ -50,7 +60,9 @@ class LocalRunnerOptions:
     """compile_workers: parallel compiles (default: cores); timeouts in seconds; protocol: how to
     time; max_spread: re-measure (up to `retries` times) when max/min of the samples exceeds it
     (or a sample was disturbed: measure.timing); retime_protocol: how each round of a re-timing
-    times a kernel (None: `protocol`; a round's median of 3 samples, the rounds' median is the result)."""
+    times a kernel (None: `protocol`; a round's median of 3 samples, the rounds' median is the result);
+    key_timeout: seconds a compile worker may take over one config's kernel key (its schedule and
+    source; at most compile_timeout) before it is killed and that key is unknown."""
     compile_workers: int = 0
     compile_timeout: float = 120.0
     run_timeout: float = 60.0
@@ -63,6 +75,7 @@ class LocalRunnerOptions:
     cache_dir: str | None = None  # the workers' compile cache (AUTOTUNE_CACHE_DIR); default: the settings' one
     start_attempts: int = 3  # starts of a worker before the batch is an infrastructure fault
     retime_protocol: TimingProtocol | None = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
+    key_timeout: float = 30.0
 
 
 def _answer(m: dict[str, Any]) -> MeasureResult:
@@ -92,14 +105,48 @@ def exit_reason(proc: subprocess.Popen) -> str:  # type: ignore[type-arg]
     return f"exit code {code}"
 
 
+_spawns: "queue.Queue[tuple[list[str], dict[str, Any], queue.Queue[Any]]] | None" = None
+_spawner_pid = 0
+_spawner_lock = threading.Lock()
+
+
+def _popen(argv: list[str], **kw: Any) -> subprocess.Popen:  # type: ignore[type-arg]
+    """subprocess.Popen(argv, **kw), from a thread that lives as long as this process: a worker's
+    parent-death signal (measure.worker.die_with_parent) follows the thread that started it, so a
+    worker started from a caller's thread (a pool's, a test's) would die when that thread ends."""
+    global _spawns, _spawner_pid
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(argv, **kw)
+    with _spawner_lock:
+        if _spawns is None or _spawner_pid != os.getpid():  # none yet, or this is a fork's child
+            _spawns, _spawner_pid = queue.Queue(), os.getpid()
+            threading.Thread(target=_serve_spawns, args=(_spawns,), name="autotune-spawner", daemon=True).start()
+        spawns = _spawns
+    done: queue.Queue[Any] = queue.Queue(maxsize=1)
+    spawns.put((argv, kw, done))
+    ok, got = done.get()
+    if not ok:
+        raise got
+    return got  # type: ignore[no-any-return]
+
+
+def _serve_spawns(spawns: "queue.Queue[tuple[list[str], dict[str, Any], queue.Queue[Any]]]") -> None:
+    while True:
+        argv, kw, done = spawns.get()
+        try:
+            done.put((True, subprocess.Popen(argv, **kw)))
+        except BaseException as e:  # handed to the caller
+            done.put((False, e))
+
+
 class _Worker:
-    """One worker subprocess speaking JSON lines."""
+    """One worker subprocess speaking JSON lines; it dies with this process."""
 
     def __init__(self, setup: WorkerSetup) -> None:
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "measure.worker"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         env=worker_env(setup.target))
+            self.proc = _popen([sys.executable, "-m", "measure.worker", "--parent", str(os.getpid())],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               env=worker_env(setup.target))
         except OSError as e:  # no process could be made (out of memory, too many processes)
             raise _Unavailable(f"cannot start a worker process: {e.strerror}") from None
         self.buf = b""
@@ -407,6 +454,70 @@ class LocalRunner:
             self._timer = None
             self.workers_replaced += 1
         return answer
+
+    def kernel_keys(self, task: Task, configs: Sequence[Config]) -> list[str | None]:
+        """The kernel key of each config (autotune.runner.KernelKeys), worked out by the compile
+        workers, the configs split among them, one request each: a template's schedule() never
+        runs in this process. A worker that dies on a config, or takes over key_timeout on it, is
+        replaced and that config's key is None (its measurement records the fault); the configs
+        after it are asked of the new worker. No worker at all: every key left is None."""
+        keys: list[str | None] = [None] * len(configs)
+        if not configs:
+            return keys
+        timeout = min(self.options.key_timeout, self.options.compile_timeout)
+        data = task.to_data()
+        n = min(self.n_compile, len(configs))
+        pending: dict[int, tuple[list[int], float]] = {}  # slot -> (configs asked, not answered; deadline)
+        lost = 0  # workers found dead before they got work
+
+        def ask(slot: int, idx: list[int]) -> None:
+            nonlocal lost
+            while idx:
+                try:
+                    self._compilers[slot].send({"kind": "keys", **data, "configs": [configs[i].to_json() for i in idx]})
+                except EOFError:  # it died idle (killed from outside): no fault of these configs
+                    lost += 1
+                    if lost > self.options.start_attempts * n:
+                        raise _Unavailable("compile workers keep dying before they get work") from None
+                    self._replace_compiler(slot)
+                    continue
+                pending[slot] = (idx, time.monotonic() + timeout)
+                return
+        try:
+            while len(self._compilers) < n:
+                self._compilers.append(self._start("compile", len(self._compilers)))
+            for slot in range(n):
+                self._compilers[slot] = self._ensure_ready(self._compilers[slot], "compile", slot)
+            for slot in range(n):
+                ask(slot, list(range(len(configs)))[slot::n])
+            while pending:
+                waiting = [self._compilers[s] for s in pending]
+                if all(not w.buf for w in waiting):
+                    wait = max(0.0, min(d for _, d in pending.values()) - time.monotonic())
+                    select.select([w.fileno() for w in waiting], [], [], min(wait, 0.5))
+                for slot in list(pending):
+                    idx, deadline = pending.pop(slot)
+                    w, dead = self._compilers[slot], False
+                    try:
+                        while idx and (msg := w.read_line()) is not None:
+                            key = msg.get("key")
+                            keys[idx.pop(0)] = key if isinstance(key, str) else None
+                            deadline = time.monotonic() + timeout
+                    except EOFError:
+                        dead = True
+                    if not idx:
+                        continue
+                    if dead or time.monotonic() > deadline:  # idx[0]'s schedule() crashed or hung it: no key
+                        self._replace_compiler(slot)
+                        ask(slot, idx[1:])
+                    else:
+                        pending[slot] = (idx, deadline)
+        except _Unavailable:
+            self.close()  # workers may hold unanswered requests: start afresh
+        except BaseException:
+            self.close()  # an environment error, an interrupt: no unanswered request may stay behind
+            raise
+        return keys
 
     def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
         results: list[MeasureResult | None] = [None] * len(inputs)

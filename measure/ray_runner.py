@@ -2,14 +2,17 @@
 
 One measuring actor per node owns a LocalRunner there: compile workers sized to the node's CPUs,
 and one timing worker, so timings on a node never overlap. A batch is split across the nodes'
-actors; the results of each part are reported (on_result) as soon as that part returns.
+actors. An actor's share is one Ray streaming-generator call (num_returns="streaming"): the actor
+yields each result the moment its LocalRunner has it, and the driver, waiting on every share's
+generator with ray.wait, reports it (on_result: the tuner logs it) at once. A driver killed
+mid-batch thus loses only the measurements still in flight, never one that completed.
 
 An actor that dies (a crashed node, a killed worker) is replaced, on its node while that node
-lives, else on another live node (at most `respawns` replacements per batch), and its candidates
-are measured again, each on its own. Only a config whose actor dies again while measuring it alone
-gets the verdict worker_crashed; a candidate left without any live actor is an INFRASTRUCTURE
-result, which a tuner measures again later. Ray is the [ray] extra: without it, RayRunner()
-raises a one-line AutotuneError naming it (from `connect`).
+lives, else on another live node (at most `respawns` replacements per batch), and the candidates
+of its share it had not answered yet are measured again, each on its own. Only a config whose
+actor dies again while measuring it alone gets the verdict worker_crashed; a candidate left
+without any live actor is an INFRASTRUCTURE result, which a tuner measures again later. Ray is
+the [ray] extra: without it, RayRunner() raises a one-line AutotuneError naming it (from `connect`).
 
     >>> from measure.ray_runner import RayRunner                # doctest: +SKIP
     >>> with RayRunner() as runner:                             # a local Ray, started on demand
@@ -19,12 +22,16 @@ raises a one-line AutotuneError naming it (from `connect`).
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from measure.ray_cluster import connect
 from measure.local import LocalRunnerOptions
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
+from autotune.space import Config
+from autotune.task import Task
 
 
 def _result_to_json(r: MeasureResult) -> dict[str, Any]:
@@ -71,11 +78,44 @@ def _make_actor_class():  # type: ignore[no-untyped-def]
         def node(self) -> tuple[str, int]:
             return ray.get_runtime_context().get_node_id(), os.getpid()
 
-        def run(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            return [_result_to_json(r) for r in self.runner.run(_inputs(items))]
+        def run(self, items: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+            """(position in items, result) of each item, yielded the moment the LocalRunner reports
+            it (called with num_returns="streaming": each yield reaches the driver at once). The
+            LocalRunner runs in a thread of this actor; its on_result hands each result over."""
+            inputs = _inputs(items)
+            got: queue.Queue[Any] = queue.Queue()
+            done = object()
+
+            def work() -> None:
+                try:
+                    results = self.runner.run(inputs, lambda i, r: got.put((i, r)))
+                    got.put(("all", results))  # any it did not report (the contract says none)
+                except BaseException as e:  # raised to the driver, as a plain call would
+                    got.put(e)
+                got.put(done)
+            thread = threading.Thread(target=work, name="autotune-ray-measure", daemon=True)
+            thread.start()
+            sent: set[int] = set()
+            while (m := got.get()) is not done:
+                if isinstance(m, BaseException):
+                    raise m
+                if m[0] == "all":
+                    for i, r in enumerate(m[1]):
+                        if i not in sent:
+                            sent.add(i)
+                            yield i, _result_to_json(r)
+                elif m[0] not in sent:
+                    sent.add(m[0])
+                    yield m[0], _result_to_json(m[1])
+            thread.join()
 
         def retime(self, items: list[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
             return [_result_to_json(r) for r in self.runner.retime(_inputs(items), rounds)]
+
+        def kernel_keys(self, task: dict[str, Any], configs: list[dict[str, Any]]) -> list[str | None]:
+            from autotune.space import Config
+            from autotune.task import Task
+            return self.runner.kernel_keys(Task.from_data(task), [Config(c) for c in configs])
 
         def close(self) -> None:
             self.runner.close()
@@ -137,6 +177,9 @@ class RayRunner:
         return len(self.actors)
 
     def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        """Each actor streams back its share's results (NodeMeasurer.run); each is reported the
+        moment it arrives. An actor that dies loses only its share's unanswered candidates: they
+        are measured again, each alone, on its replacement."""
         import ray
         if not inputs:
             return []
@@ -155,43 +198,57 @@ class RayRunner:
         work = [w for w in work if w]
         idle = list(range(len(self.actors)))
         alive = [True] * len(self.actors)
-        running: dict[Any, tuple[int, list[int]]] = {}
+        running: dict[Any, tuple[int, list[int]]] = {}  # a share's result stream -> (actor slot, its inputs)
         respawns = self.respawns
         while work or running:
             while work and idle:
                 slot, idx = idle.pop(0), work.pop(0)
-                running[self.actors[slot].run.remote([items[i] for i in idx])] = (slot, idx)
+                stream = self.actors[slot].run.options(num_returns="streaming").remote([items[i] for i in idx])
+                running[stream] = (slot, idx)
             if not running:
                 break  # work left and no actor to give it to
-            (ref,), _ = ray.wait(list(running), num_returns=1)
-            slot, idx = running.pop(ref)
-            try:
-                answers = ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                    ray.exceptions.ObjectLostError) as e:
-                why = f"the measuring actor died ({type(e).__name__})"
-                clock += 1
-                for i in idx:
-                    deaths[i] += 1
-                    if deaths[i] >= 2 and len(idx) == 1 and born[slot] >= died_at[i]:
-                        # again, measuring it alone on an actor put in after its first death
-                        report(i, MeasureResult(None, ErrorKind.WORKER_CRASHED, f"{why} twice while measuring it"))
-                    elif deaths[i] > self.respawns + 1:
-                        report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE, f"{why} {deaths[i]} times"))
-                    else:
-                        died_at[i] = clock
-                        work.append([i])  # each alone, so a second death names its config
-                        self.retried += 1
-                if respawns > 0 and self._replace(slot):
-                    respawns -= 1
-                    born[slot] = clock
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for stream in ready:
+                slot, idx = running[stream]
+                try:
+                    ref = next(stream)
+                except StopIteration:  # the share is answered
+                    del running[stream]
+                    for i in idx:
+                        if results[i] is None:  # not reached: the actor yields every input of its share
+                            report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE,
+                                                    "the measuring actor gave no result"))
                     idle.append(slot)
-                else:
-                    alive[slot] = False
-                continue
-            for i, r in zip(idx, answers):
-                report(i, _result_from_json(r))
-            idle.append(slot)
+                    continue
+                try:
+                    pos, answer = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError) as e:
+                    del running[stream]
+                    why = f"the measuring actor died ({type(e).__name__})"
+                    clock += 1
+                    for i in idx:
+                        if results[i] is not None:
+                            continue  # answered before the actor died
+                        deaths[i] += 1
+                        if deaths[i] >= 2 and len(idx) == 1 and born[slot] >= died_at[i]:
+                            # again, measuring it alone on an actor put in after its first death
+                            report(i, MeasureResult(None, ErrorKind.WORKER_CRASHED, f"{why} twice while measuring it"))
+                        elif deaths[i] > self.respawns + 1:
+                            report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE, f"{why} {deaths[i]} times"))
+                        else:
+                            died_at[i] = clock
+                            work.append([i])  # each alone, so a second death names its config
+                            self.retried += 1
+                    if respawns > 0 and self._replace(slot):
+                        respawns -= 1
+                        born[slot] = clock
+                        idle.append(slot)
+                    else:
+                        alive[slot] = False
+                    continue
+                if results[idx[pos]] is None:
+                    report(idx[pos], _result_from_json(answer))
         for i, r in enumerate(results):
             if r is None:
                 report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE,
@@ -212,6 +269,17 @@ class RayRunner:
         except ray.exceptions.RayError as e:
             return [MeasureResult(None, ErrorKind.INFRASTRUCTURE, f"the measuring actor died while re-timing "
                                   f"({type(e).__name__})")] * len(inputs)
+
+    def kernel_keys(self, task: Task, configs: Sequence[Config]) -> list[str | None]:
+        """The configs' kernel keys (autotune.runner.KernelKeys), worked out in the compile workers of
+        one node's actor; no key (None) for any when that actor is gone."""
+        import ray
+        if not configs or not self.actors:
+            return [None] * len(configs)
+        try:
+            return list(ray.get(self.actors[0].kernel_keys.remote(task.to_data(), [c.to_json() for c in configs])))
+        except ray.exceptions.RayError:
+            return [None] * len(configs)
 
     def close(self) -> None:
         import ray

@@ -3,15 +3,18 @@
 It speaks JSON lines: stdin carries requests, stdout the answers. The first request is the
 driver's `WorkerSetup` (role, cores, timing lock, template modules, cache directory, threads),
 answered with {"ready": true} once the worker is set up, or {"ready": false, "message": ...}.
-Every later request is a compile, a measure, or a retime (finalists checked again and timed in
-alternating rounds); a template-free op's request carries its definition as data. Numba's variables come in the process
+Every later request is a compile, a measure, a retime (finalists checked again and timed in
+alternating rounds), or keys (the kernel key of each of some configs, answered one line per
+config); a template-free op's request carries its definition as data. Numba's variables come in the process
 environment (Numba reads them at import), so generated kernels get SLP vectorisation and
-512-bit vectors. A kernel that crashes takes down only this process.
+512-bit vectors. A kernel that crashes takes down only this process. Started with `--parent PID`, a worker
+dies with its driver (die_with_parent), even while the driver has it stopped (SIGSTOP).
 
 A compile cache that cannot be written is no fault of any config: at set-up it is answered
 {"ready": false, "environment": true, "message": ...} (the driver stops with that message), and a
-disk error while writing a kernel (a full disk, a read-only file system) is an "infrastructure"
-error, never a compile error.
+disk error while writing a kernel's source (a full disk, a read-only file system) is an
+"infrastructure" error, never a compile error. Numba's cache files that cannot be written leave
+the kernel uncached, and it is measured all the same (autotune.codegen.verified_cache).
 """
 from __future__ import annotations
 
@@ -21,8 +24,9 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from autotune.errors import CacheError
 from autotune.timing_lock import TimingLock
 
 
@@ -58,7 +62,9 @@ def check_cache(cache_dir: str | os.PathLike[str]) -> None:
                                "to a writable directory") from None
 
 
-def _disk_fault(e: OSError) -> dict[str, Any]:
+def _disk_fault(e: OSError | CacheError) -> dict[str, Any]:
+    """A kernel that could not be written to the compile cache (an OSError of the disk, or the
+    CacheError autotune.codegen.compile makes of one): an infrastructure fault, no verdict."""
     return {"ok": False, "error": "infrastructure", "message": f"a disk error while writing the kernel: {_fmt(e)}"}
 
 
@@ -135,11 +141,33 @@ class _Worker:
             task = self.task(p)
             k = task.build(p["config"])
             return {"ok": True, "compile_s": k.compile_seconds}
+        except CacheError as e:
+            return _disk_fault(e)
         except OSError as e:
             return _disk_fault(e) if e.errno in DISK_ERRNOS else {"ok": False, "error": "compile_error",
                                                                    "message": _fmt(e)}
         except Exception as e:
             return {"ok": False, "error": "compile_error", "message": _fmt(e)}
+
+    def keys(self, p: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The kernel key of each of p["configs"] (autotune.backends.Backend.kernel_key), one
+        answer {"key": ...} per config as soon as it is known, so that a schedule() that crashes
+        or hangs this process is known by the driver as the config it did not answer; None where
+        there is no key (no such key in the backend, a config that does not build)."""
+        from autotune.backends import backend_of
+        try:
+            task = self.task(p)
+            backend, space = backend_of(task), task.space()
+        except Exception:
+            task = None
+        for cfg in p["configs"]:
+            key = None
+            if task is not None:
+                try:
+                    key = backend.kernel_key(task, space.validate(cfg))
+                except Exception:
+                    pass
+            yield {"key": key}
 
     def _checked(self, task: Any, config: Any, seed: int) -> tuple[Any, dict[str, Any] | None]:
         """(the kernel bound to the task's inputs, None) once it built and matched the reference,
@@ -149,6 +177,8 @@ class _Worker:
         from measure.check import check_output, poisoned
         try:
             k = task.build(config)
+        except CacheError as e:
+            return None, _disk_fault(e)
         except OSError as e:
             return None, (_disk_fault(e) if e.errno in DISK_ERRNOS else {"ok": False, "error": "compile_error",
                                                                          "message": _fmt(e)})
@@ -254,13 +284,31 @@ def _rounds(timings: list[Any], max_spread: float) -> dict[str, Any]:
                            "wait": round(max(t.wait for t in timings), 4)}}
 
 
+def die_with_parent(parent: int | None) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux: prctl PR_SET_PDEATHSIG),
+    so a worker its driver stopped (SIGSTOP) and cannot resume any more does not stay behind
+    forever: SIGKILL ends a stopped process too. Exit at once if `parent` died before this ran."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover (no prctl in this libc)
+            pass
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)
+
+
 def main() -> None:
     """Serve JSON-line requests on stdin: first a `WorkerSetup`, then {"kind": "compile"|"measure"|
-    "retime", ...payload}; answer each on stdout.
+    "retime"|"keys", ...payload}; answer each on stdout (keys: one line per config).
+    `--parent PID` (the driver's pid): die with the driver (die_with_parent).
 
     Kernels, Numba and warnings may write to stdout; the answers go to a private copy of it.
     """
     import json
+    if sys.argv[1:2] == ["--parent"]:
+        die_with_parent(int(sys.argv[2]))
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -281,6 +329,10 @@ def main() -> None:
             continue
         msg = json.loads(line)
         kind = msg.get("kind")
+        if kind == "keys":
+            for key in w.keys(msg):
+                answers.write(json.dumps(key) + "\n")
+            continue
         reply = w.compile(msg) if kind == "compile" else w.retime(msg) if kind == "retime" else w.measure(msg)
         answers.write(json.dumps(reply) + "\n")
 

@@ -48,7 +48,8 @@ class Backend(Protocol):
     def kernel_key(self, task: "Task", cfg: "Config") -> "str | None":
         """What identifies the kernel a config builds: configs with equal keys build the same
         kernel, and the tuner measures it once. None: the config is its own kernel (or it does
-        not build; the runner reports why)."""
+        not build; the runner reports why). It may run the template's schedule(), which may crash
+        or hang: the tuner has a runner with isolated workers call it there (autotune.runner.KernelKeys)."""
         ...
 
     runner: str

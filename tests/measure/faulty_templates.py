@@ -1,10 +1,15 @@
 """Templates whose kernels misbehave on purpose: segfault, hang, wrong answer, compile error.
 
 The behaviour is the `mode` dimension of the shape (a different compute definition per mode),
-so every config of every mode is a real generated Numba kernel. Importing this module
-registers the template (measurement workers import it too, through templates.USER_MODULES).
+so every config of every mode is a real generated Numba kernel. `faulty_schedule` misbehaves
+earlier: its schedule() itself segfaults (split SCHEDULE_SEGFAULT) or hangs (split SCHEDULE_HANG),
+before any kernel exists; its other splits build working kernels. Importing this module
+registers the templates (measurement workers import it too, through templates.USER_MODULES).
 """
 from __future__ import annotations
+
+import ctypes
+import time
 
 import numpy as np
 
@@ -46,3 +51,28 @@ FAULTY = register(Template(
     name="faulty", description="misbehaving kernels for tests", dims=("N",), define=define, space=space,
     schedule=schedule, reference=lambda A, mode=0: A * 2.0, flops=lambda s: float(s["N"]), default_shape="16",
     extra_dims={"mode": 0}), module=__name__)
+
+
+SCHEDULE_SEGFAULT, SCHEDULE_HANG = 2, 4  # the splits whose schedule() crashes, hangs
+SCHEDULED: list[int] = []  # the splits faulty_schedule() was called with in this process
+
+
+def faulty_schedule(s, cfg, shape, threads) -> CodegenOptions:  # type: ignore[no-untyped-def]
+    """Reads address 0 (SIGSEGV) for split SCHEDULE_SEGFAULT, sleeps for an hour for split
+    SCHEDULE_HANG, splits the loop for the others."""
+    SCHEDULED.append(cfg["split"])
+    if cfg["split"] == SCHEDULE_SEGFAULT:
+        ctypes.string_at(0)
+    if cfg["split"] == SCHEDULE_HANG:
+        time.sleep(3600)
+    if cfg["split"] > 1:
+        s.split("out", "i", cfg["split"])
+    return CodegenOptions()
+
+
+FAULTY_SCHEDULE = register(Template(
+    name="faulty_schedule", description="schedules that crash or hang, for tests", dims=("N",),
+    define=lambda shape, dtype: define({**shape, "mode": OK}, dtype),
+    space=lambda shape, dtype, threads: ConfigSpace([ChoiceKnob("split", [1, SCHEDULE_SEGFAULT, SCHEDULE_HANG, 8])]),
+    schedule=faulty_schedule, reference=lambda A: A * 2.0, flops=lambda s: float(s["N"]), default_shape="16"),
+    module=__name__)

@@ -69,6 +69,18 @@ def test_a_re_timing_checks_again_and_a_crash_in_it_is_no_verdict(runner: LocalR
     assert all(r.ok for r in runner.run([inp(ft.OK)]))
 
 
+def test_the_workers_give_the_kernel_keys_this_process_would(runner: LocalRunner) -> None:
+    """kernel_keys (autotune.runner.KernelKeys): one key per config, in order, the backend's own
+    (equal keys: one kernel), worked out in the compile workers; None for a config outside the space."""
+    from autotune.backends import backend_of
+    task = Task.create("matmul", "8x8x8", threads=1)  # its blocks clamp to the tiny matrix: twins
+    configs = list(task.space().grid())[:24]
+    keys = runner.kernel_keys(task, [*configs, Config({"nr": -1})])
+    assert keys == [backend_of(task).kernel_key(task, c) for c in configs] + [None]
+    assert all(keys[:-1]) and len(set(keys[:-1])) < len(configs)
+    assert runner.kernel_keys(task, []) == []
+
+
 def test_compile_timeout_is_recorded() -> None:
     task = Task.create("faulty", {"N": 71, "mode": ft.OK}, threads=1)  # a kernel no other test compiles
     with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:
