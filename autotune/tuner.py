@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from autotune.backends import Backend, backend_of
 from autotune.claims import Claims
 from autotune.errors import AutotuneError
-from autotune.records import Record, RecordLog, from_target, load_records
+from autotune.records import Log, Record, RecordLog, from_target
 from autotune.retime import FinalistOptions, best_of, most_trusted, retime_finalists
 from autotune.search.base import Strategy
 from autotune.space import Config
@@ -128,24 +128,32 @@ class Tuner:
         self.callbacks = list(callbacks)
         self.initial = list(initial)
         self.target = current_target(task.threads)
+        self._followed: Log | None = None  # this task's records of the log, followed (resume)
+        self._resumed: dict[Config, MeasureResult] = {}
 
     def resume(self) -> list[tuple[Config, MeasureResult]]:
         """Measurements of this task already in the log (configs validated against the space);
-        infrastructure results are no measurement of their config and are left out."""
-        if self.log is None or not self.log.path.exists():
+        infrastructure results are no measurement of their config and are left out. The log is
+        read once, then only the lines appended since (autotune.records.Log), holding this task's
+        records only."""
+        if self.log is None:
             return []
+        if self._followed is None:
+            key = self.task.key()
+            self._followed = Log(self.log.path, keep=lambda r: r.key == key, missing_ok=True)
+            new = self._followed.records
+        else:
+            new = self._followed.refresh()
         space = self.task.space()
-        out: dict[Config, MeasureResult] = {}
-        key = self.task.key()
-        mine = (r for r in load_records(self.log.path) if r.key == key and r.error != ErrorKind.INFRASTRUCTURE.value)
+        mine = (r for r in new if r.error != ErrorKind.INFRASTRUCTURE.value)
         for r in from_target(mine, self.target, what="machine"):
             try:
                 cfg = space.validate(r.config)
             except AutotuneError:
                 continue
-            res, prev = record_to_result(r), out.get(cfg)
-            out[cfg] = res if prev is None else most_trusted([prev, res]) or res  # a re-timing, say
-        return list(out.items())
+            res, prev = record_to_result(r), self._resumed.get(cfg)
+            self._resumed[cfg] = res if prev is None else most_trusted([prev, res]) or res  # a re-timing, say
+        return list(self._resumed.items())
 
     def _logged_since(self, known: set[Config]) -> list[tuple[Config, MeasureResult]]:
         """Measurements in the log not in `known` (another tuner's), without repeating load warnings."""
