@@ -43,6 +43,8 @@ Read by the test suite only:
   AUTOTUNE_KILL_LOOP_KILLS    kill -9s in tests/measure/test_kill_loop.py (default: 3)
   AUTOTUNE_KILL_LOOP_SEED     the seed of their timing (default: 0)
   AUTOTUNE_TEST_JOURNAL       the kill loop's journal of completed measurements (set by the test)
+  AUTOTUNE_TEST_HELD_MARKS    where tests/measure/held_templates.py marks each measurement started (set by the test)
+  AUTOTUNE_TEST_HELD_RELEASE  the file whose existence releases its held measurement (set by the test)
 
 Example::
 
