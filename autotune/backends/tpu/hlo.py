@@ -131,6 +131,14 @@ class Instruction:
     conv_dims: dict = field(default_factory=dict, hash=False, compare=False)
     feature_group_count: int = 1
     dot_dims: dict = field(default_factory=dict, hash=False, compare=False)
+    # fields the TpuGraphs featurizer reads where an HLO has them (kernels.json carries them when set):
+    # slice_dims [{start, stride, limit}], dynamic_slice_sizes, padding_config [{edge_padding_low,
+    # edge_padding_high, interior_padding}], is_stable (sort), batch_group_count (convolution)
+    slice_dims: tuple[dict, ...] = ()
+    dynamic_slice_sizes: tuple[int, ...] = ()
+    padding_config: tuple[dict, ...] = ()
+    is_stable: bool = False
+    batch_group_count: int = 1
 
     @property
     def is_tuple(self) -> bool:
@@ -152,7 +160,10 @@ class Instruction:
         return cls(int(d["id"]), str(d["name"]), str(d["opcode"]), outs, tuple(d.get("operands", ())),
                    tuple(d.get("called", ())), tuple(d.get("dimensions", ())), int(d.get("parameter_number", 0)),
                    str(d.get("fusion_kind", "")), tuple(d.get("window") or ()), dict(d.get("conv_dims") or {}),
-                   int(d.get("feature_group_count", 1)), dict(d.get("dot_dims") or {}))
+                   int(d.get("feature_group_count", 1)), dict(d.get("dot_dims") or {}),
+                   tuple(d.get("slice_dims") or ()), tuple(int(x) for x in d.get("dynamic_slice_sizes") or ()),
+                   tuple(d.get("padding_config") or ()), bool(d.get("is_stable", False)),
+                   int(d.get("batch_group_count", 1)))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ def test_a_layout_file_built_to_the_spec_round_trips(tmp_path: Path) -> None:
                   edge_index=np.array([[1, 0], [2, 1], [3, 2]], np.int32),
                   node_config_ids=np.array([1, 3], np.int32),
                   node_config_feat=np.full((c, nc, 18), -1, np.float32),
-                  config_runtime=np.array([5, 7, 6], np.int32), node_splits=np.array([0, 2], np.int64))
+                  config_runtime=np.array([5, 7, 6], np.int32),
+                  node_splits=np.array([0, 2, 4], np.int64))  # as the producer writes it: boundaries, 0 ... n
     arrays["node_config_feat"][:, 0, :2] = [[1, 0], [0, 1], [1, 0]]
     np.savez(tmp_path / "g.npz", **arrays)
     g = read_layout(tmp_path / "g.npz")
@@ -51,6 +52,8 @@ def test_a_layout_file_built_to_the_spec_round_trips(tmp_path: Path) -> None:
     del arrays["node_splits"]
     np.savez(tmp_path / "nosplit.npz", **arrays)
     assert read_layout(tmp_path / "nosplit.npz").node_splits is None
+    write_layout(tmp_path / "i.npz", read_layout(tmp_path / "nosplit.npz"))
+    assert read_layout(tmp_path / "i.npz").node_splits.tolist() == [0, 4]   # always written: the loader needs it
 
 
 @pytest.mark.parametrize("change,needle", [
@@ -58,6 +61,7 @@ def test_a_layout_file_built_to_the_spec_round_trips(tmp_path: Path) -> None:
     (dict(node_config_feat=np.zeros((3, 2, 17), np.float32)), "node_config_feat"),
     (dict(config_runtime=np.array([1, 2])), "config_runtime"),
     (dict(node_splits=np.array([2, 1])), "node_splits"),
+    (dict(node_splits=np.array([0, 5])), "node_splits"),
 ])
 def test_layout_validation_names_the_array(change: dict, needle: str, tmp_path: Path) -> None:
     g = LayoutGraph(np.zeros((4, 140), np.float32), np.zeros(4, np.int32), np.array([[1, 0]]), np.array([1, 3]),
