@@ -158,8 +158,10 @@ def _parser() -> argparse.ArgumentParser:
     et.add_argument("--export", help="write the dataset as TpuGraphs tile .npz files into this directory")
     et.add_argument("--json", dest="json_out")
     et.add_argument("--real", metavar="FILE", help="score on real TPU runs (format of ../shared/tpu_real/kernels.json): "
-                    "emulator, learned models trained on emulator data, analytical, XLA's default")
-    et.add_argument("--loko", action="store_true", help="with --real: also the emulator calibrated without each kernel")
+                    "emulator, learned models trained on emulator data, learned corrections of the emulator trained on "
+                    "the real runs (xgb+emu, lgbm+emu), analytical, XLA's default; failed runs are counted, never chosen")
+    et.add_argument("--loko", action="store_true", help="with --real: also leave-one-kernel-out - each kernel scored by "
+                    "predictors fitted without it (the emulator's constants refitted on the other kernels)")
 
     rep = sub.add_parser("report", help="summarise a log and draw its tuning curves")
     rep.add_argument("log", help="a tuning log (JSON lines)")

@@ -143,26 +143,25 @@ def calls_to_best(kind: str, model_path: str | None, kernels: Sequence[KernelDat
 
 
 def export_tpugraphs(kernels: Sequence[KernelData], directory: str | Path) -> int:
-    """One TpuGraphs tile .npz per kernel (node_feat: the op graph's 8 features padded to 140
-    columns; edges [consumer, producer]; config_feat: the tile as dataset bounds, output (bm/8,
-    bn/128) and kernel (bk/8, bn/128); runtimes in ns, normalised by the kernel's best runtime).
+    """One TpuGraphs tile .npz per kernel in the dataset's form: the op graph as one HLO computation
+    (the dataset's opcode ids and 140 node features: tpugraphs.tile_graph_from_ops), config_feat the
+    dataset's 24 from the tile as bounds, emulated runtimes in ns normalised by the runtime of the
+    config the analytical model picks (standing in for XLA's default: its own cost model's choice).
     Configs whose tiles do not fit are left out."""
     from autotune.backends.tpu.hlo import TileConfig
-    from autotune.cost_model.tpugraphs import NODE_FEAT, TileGraph, write_tile
+    from autotune.cost_model.tpugraphs import tile_graph_from_ops, write_tile
+    from templates.tpu import kernel_ops
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
+    analytical = make_model("analytical")
     for i, k in enumerate(kernels):
         ok = np.isfinite(k.seconds)
-        g = k.graphs[0]
-        nf = np.zeros((g.num_nodes, NODE_FEAT), np.float32)
-        nf[:, :g.node_feat.shape[1]] = g.node_feat
-        rt = np.rint(k.seconds[ok] * 1e9).astype(np.int64)
+        feat = np.stack([TileConfig((-(-c["bk"] // 8), -(-c["bn"] // 128)),
+                                    (-(-c["bm"] // 8), -(-c["bn"] // 128))).config_feat()
+                         for c, good in zip(k.configs, ok) if good])
+        default = int(np.argmax(analytical.predict(k.X[ok])))
         write_tile(d / f"{i:04d}_{k.family}_{k.task.op}.npz",
-                   TileGraph(nf, g.node_opcode, g.edge_index[:, ::-1].copy(),
-                             np.stack([TileConfig((-(-c["bk"] // 8), -(-c["bn"] // 128)),
-                                                  (-(-c["bm"] // 8), -(-c["bn"] // 128))).config_feat()
-                                       for c, good in zip(k.configs, ok) if good]), rt,
-                             np.full(len(rt), max(int(rt.min()), 1), np.int64)))
+                   tile_graph_from_ops(kernel_ops(k.task), feat, k.seconds[ok] * 1e9, default, k.task.key()))
     return len(kernels)
 
 
@@ -213,15 +212,20 @@ def run(n_kernels: int = 90, seed: int = 0, models: Sequence[str] = MODELS, expo
 REAL_MODELS = ("xgb", "lgbm")
 
 
-def _metrics(scores: np.ndarray, ns: np.ndarray) -> dict[str, Any]:
+def _metrics(scores: np.ndarray, ns: np.ndarray, single: bool = False) -> dict[str, Any]:
     """tau of the scores (higher = faster) against the runtimes, whether the top pick is the best
-    config (top1) or the best is among the top five picks (top5), and the pick's excess time (ape %)."""
+    config (top1) or the best is among the top five picks (top5), the pick's slowdown over the best
+    (ape %) and the TpuGraphs tile metric's slowdown: the best of the top five picks over the best
+    (top5_ape %). single: the predictor names one config only (XLA's default): no tau, its top five
+    is that one config."""
     order = np.argsort(-scores, kind="stable")
     best = float(ns.min())
-    tau = kendall_tau(scores, ns) if len(ns) > 1 else float("nan")
+    top5 = order[:1] if single else order[:5]
+    tau = kendall_tau(scores, ns) if len(ns) > 1 and not single else float("nan")
     return {"tau": None if not np.isfinite(tau) else float(tau), "top1": bool(ns[order[0]] <= best),
-            "top5": bool(ns[order[:5]].min() <= best), "ape": 100.0 * (float(ns[order[0]]) - best) / best,
-            "chosen_ns": float(ns[order[0]]), "best_ns": best}
+            "top5": bool(ns[top5].min() <= best), "ape": 100.0 * (float(ns[order[0]]) - best) / best,
+            "top5_ape": 100.0 * (float(ns[top5].min()) - best) / best,
+            "chosen_ns": float(ns[order[0]]), "top5_ns": float(ns[top5].min()), "best_ns": best}
 
 
 def emulator_training_set(kernels: Sequence[Any], core: Any, per_kernel: int, seed: int) -> Dataset:
@@ -245,67 +249,203 @@ def emulator_training_set(kernels: Sequence[Any], core: Any, per_kernel: int, se
     return ds
 
 
-def run_real(path: str, models: Sequence[str] = REAL_MODELS, core: str = "calibrated", seed: int = 0,
-             train_configs: int = 200, loko: bool = False) -> dict[str, Any]:
-    """Score the emulator, learned models trained on emulator data only, the analytical model and
-    XLA's default config on real timed runs; print a table per kernel and the pooled result."""
-    from autotune.backends.tpu.calibration import calibrate
-    from autotune.backends.tpu.features import HLO_ROOFLINE_COLS, HLO_STEPS_COL, hlo_features
-    from autotune.backends.tpu.hlo import TileSpace, load_real
+@dataclass
+class _RealKernelData:
+    """One real kernel's successfully timed configs: features, runtimes, the default's index."""
+    rk: Any
+    space: Any
+    cfgs: list[Any]
+    ns: np.ndarray
+    X: np.ndarray
+    default: int | None   # index of XLA's default among cfgs (None: not marked, or it failed)
+    failed_runs: int
+    failed_configs: int   # distinct configs with no successful run
+
+    @property
+    def name(self) -> str:
+        return str(self.rk.kernel.name)
+
+
+def _emulated(kd: _RealKernelData, core: Any) -> np.ndarray:
+    """The emulator's seconds for each config (inf where it does not fit)."""
     from autotune.backends.tpu.lowering import lower
-    from autotune.cost_model.analytical import AnalyticalModel
-    kernels = load_real(path)
-    cr = PRESETS[core]
-    learned = {}
+    out = []
+    for c in kd.cfgs:
+        try:
+            out.append(emulate(lower(kd.rk.kernel, c, core, kd.space), core).seconds)
+        except TileError:
+            out.append(math.inf)
+    return np.asarray(out)
+
+
+def _with_emulator(X: np.ndarray, emu_s: np.ndarray) -> np.ndarray:
+    """Config features and the emulator's estimate (log2 seconds) as one more column."""
+    col = np.log2(np.where(np.isfinite(emu_s), emu_s, 1e3))
+    return np.hstack([X, col[:, None]]).astype(np.float32)
+
+
+def real_training_set(kds: Sequence[_RealKernelData], emu: dict[str, np.ndarray]) -> Dataset:
+    """The real timed runs of kds for a learned correction of the emulator: features = config
+    features + log2 emulator estimate; label = the emulator's error, real / emulated runtime, all
+    kernels in one group (so a regression on the dataset's log label fits -log(real / emulated)
+    up to one constant)."""
+    ds = Dataset(X=np.zeros((0, (kds[0].X.shape[1] if kds else 38) + 1), np.float32))
+    for kd in kds:
+        ok = np.isfinite(emu[kd.name])
+        if ok.any():
+            ds.add(_with_emulator(kd.X[ok], emu[kd.name][ok]), list(kd.ns[ok] * 1e-9 / emu[kd.name][ok]), "real/emulated")
+    return ds
+
+
+def _corrected(model: Any, X: np.ndarray, emu_s: np.ndarray) -> np.ndarray:
+    """Score (higher = faster) of the emulator's estimate corrected by the model: -log(emulated
+    seconds) + the predicted log(emulated / real); configs the emulator rejects rank last."""
+    pred = np.asarray(model.predict(_with_emulator(X, emu_s)), np.float64)
+    return np.where(np.isfinite(emu_s), pred - np.log(np.where(np.isfinite(emu_s), emu_s, 1.0)), -np.inf)
+
+
+def _score_set(kds: Sequence[_RealKernelData], test: Sequence[_RealKernelData], core: Any, models: Sequence[str],
+               analytical: Any, seed: int, train_configs: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """Fit every predictor on kds (the emulator's constants are `core`, already fitted on them)
+    and score it on each kernel of test: {kernel: {predictor: metrics}}."""
+    emu = {kd.name: _emulated(kd, core) for kd in {id(k): k for k in [*kds, *test]}.values()}
+    learned, corrected = {}, {}
     if models:
-        train = emulator_training_set(kernels, cr, train_configs, seed)
+        train = emulator_training_set([kd.rk for kd in kds], core, train_configs, seed)
+        real = real_training_set(kds, emu)
         for kind in models:
             m = make_model(kind, seed=seed)
             m.fit(train)
             learned[kind] = m
-    analytical = AnalyticalModel(HLO_ROOFLINE_COLS, HLO_STEPS_COL)
-    preds = ["emulator", *learned, "analytical", "xla_default"] + (["emulator_loko"] if loko else [])
-    out: dict[str, Any] = {"file": path, "core": core, "configs": {}, "kernels": {}, "pooled": {}}
+            if len(real) > 1:
+                c = make_model(kind, objective="regression", seed=seed)
+                c.fit(real)
+                corrected[kind + "+emu"] = c
+    out = {}
+    for kd in test:
+        scores = {"emulator": -emu[kd.name], **{k: np.asarray(m.predict(kd.X)) for k, m in learned.items()},
+                  **{k: _corrected(m, kd.X, emu[kd.name]) for k, m in corrected.items()},
+                  "analytical": np.asarray(analytical.predict(kd.X))}
+        row = {p: _metrics(s, kd.ns) for p, s in scores.items()}
+        if kd.default is not None:
+            row["xla_default"] = _metrics(np.asarray([1.0 if i == kd.default else 0.0 for i in range(len(kd.cfgs))]),
+                                          kd.ns, single=True)
+        else:
+            row["xla_default"] = None  # no default marked, or the default config failed
+        out[kd.name] = row
+    return out
+
+
+def _pool(kernels: dict[str, dict[str, Any]], configs: dict[str, int], preds: Sequence[str]) -> dict[str, Any]:
+    pooled: dict[str, Any] = {}
+    for p in preds:
+        rows = [(k, r[p]) for k, r in kernels.items() if r.get(p) is not None]
+        if not rows:
+            pooled[p] = None
+            continue
+        taus = [r["tau"] for _, r in rows if r["tau"] is not None]
+        taus10 = [r["tau"] for k, r in rows if r["tau"] is not None and configs[k] >= 10]
+        best = sum(r["best_ns"] for _, r in rows)
+        pooled[p] = {"tau": statistics.mean(taus) if taus else None, "min_tau_10": min(taus10) if taus10 else None,
+                     "top1": sum(r["top1"] for _, r in rows), "top5": sum(r["top5"] for _, r in rows),
+                     "ape": 100.0 * sum(r["chosen_ns"] - r["best_ns"] for _, r in rows) / best,
+                     "top5_ape": 100.0 * sum(r["top5_ns"] - r["best_ns"] for _, r in rows) / best,
+                     "kernels": len(rows)}
+        if p != "xla_default":  # kernels whose top-5 slowdown is worse than XLA's default's
+            pooled[p]["top5_worse_than_default"] = sorted(
+                k for k, r in rows if kernels[k].get("xla_default") is not None
+                and r["top5_ns"] > kernels[k]["xla_default"]["chosen_ns"] * (1 + 1e-9))
+    return pooled
+
+
+def run_real(path: str, models: Sequence[str] = REAL_MODELS, core: str = "calibrated", seed: int = 0,
+             train_configs: int = 200, loko: bool = False, sweeps: int = 3) -> dict[str, Any]:
+    """Score on real timed runs: the emulator, learned models trained on emulator data only
+    (`xgb`, `lgbm`), learned corrections of the emulator trained on the real runs (`xgb+emu`,
+    `lgbm+emu`: a regression of log(real / emulated runtime) on the config features and the
+    emulator's estimate; the score is the corrected estimate), the analytical model and XLA's default
+    config. `kernels`/`pooled`: everything fitted on all kernels (the emulator's constants are the
+    `core` preset). loko: also `loko` - each kernel scored by predictors fitted without it (the
+    emulator's constants refitted by calibration.calibrate from its BASE on the other kernels, the
+    learned models trained on the other kernels only). Failed runs are counted, never ranked."""
+    from autotune.backends.tpu.calibration import BASE, calibrate
+    from autotune.backends.tpu.features import HLO_ROOFLINE_COLS, HLO_STEPS_COL, hlo_features
+    from autotune.backends.tpu.hlo import TileSpace, load_real
+    from autotune.cost_model.analytical import AnalyticalModel
+    kernels = load_real(path)
+    cr = PRESETS[core]
+    kds, failed = [], {}
     for rk in kernels:
         space = TileSpace(rk.kernel)
         cfgs, ns = rk.configs()
+        bad = {r.config for r in rk.runs if r.error} - set(cfgs)
+        failed[rk.kernel.name] = {"runs": sum(r.error for r in rk.runs), "configs": len(bad)}
+        if not cfgs:
+            continue  # every run failed: counted, nothing to rank
         X = np.stack([hlo_features(rk.kernel, c, space) for c in cfgs])
-        emu = np.asarray([emulate(lower(rk.kernel, c, cr, space), cr).seconds for c in cfgs])
-        scores = {"emulator": -emu, **{k: np.asarray(m.predict(X)) for k, m in learned.items()},
-                  "analytical": np.asarray(analytical.predict(X)),
-                  "xla_default": np.asarray([1.0 if c == rk.default else 0.0 for c in cfgs])}
-        if loko:  # the constants fitted without this kernel's runs
-            held, _ = calibrate([o for o in kernels if o is not rk], cr, sweeps=2)
-            scores["emulator_loko"] = -np.asarray([emulate(lower(rk.kernel, c, held, space), held).seconds
-                                                   for c in cfgs])
-        row = {p: _metrics(scores[p], ns) for p in preds}
-        row["xla_default"]["tau"] = None  # one marked config: no ranking
-        out["configs"][rk.kernel.name] = len(cfgs)
-        out["kernels"][rk.kernel.name] = row
-    for p in preds:
-        rows = [out["kernels"][k][p] for k in out["kernels"]]
-        taus = [r["tau"] for r in rows if r["tau"] is not None]
-        out["pooled"][p] = {"tau": statistics.mean(taus) if taus else None, "top1": sum(r["top1"] for r in rows),
-                            "top5": sum(r["top5"] for r in rows),
-                            "ape": 100.0 * sum(r["chosen_ns"] - r["best_ns"] for r in rows) / sum(r["best_ns"] for r in rows)}
+        d = rk.default
+        kds.append(_RealKernelData(rk, space, cfgs, ns, X, cfgs.index(d) if d in cfgs else None,
+                                   failed[rk.kernel.name]["runs"], failed[rk.kernel.name]["configs"]))
+    analytical = AnalyticalModel(HLO_ROOFLINE_COLS, HLO_STEPS_COL)
+    preds = ["emulator", *models, *(m + "+emu" for m in models), "analytical", "xla_default"]
+    configs = {kd.name: len(kd.cfgs) for kd in kds}
+    out: dict[str, Any] = {"file": path, "core": core, "predictors": preds, "configs": configs, "failed": failed,
+                           "runs": sum(len(rk.runs) for rk in kernels),
+                           "failed_runs": sum(f["runs"] for f in failed.values()), "kernels": {}, "pooled": {}}
+    out["kernels"] = _score_set(kds, kds, cr, models, analytical, seed, train_configs)
+    out["pooled"] = _pool(out["kernels"], configs, preds)
+    if loko:
+        rows, cores = {}, {}
+        for kd in kds:
+            others = [o for o in kds if o is not kd]
+            held, ls = calibrate([o.rk for o in others], BASE, sweeps=sweeps)
+            cores[kd.name] = {"loss": ls, **{f: getattr(held, f) for f in _fitted()}}
+            rows.update(_score_set(others, [kd], held, models, analytical, seed, train_configs))
+        out["loko"] = {"kernels": rows, "pooled": _pool(rows, configs, preds), "constants": cores}
     _print_real(out, preds)
     return out
 
 
+def _fitted() -> tuple[str, ...]:
+    from autotune.backends.tpu.calibration import FITTED
+    return tuple(FITTED)
+
+
 def _print_real(out: dict[str, Any], preds: Sequence[str]) -> None:
-    def cell(r: dict[str, Any]) -> str:
+    def cell(r: dict[str, Any] | None) -> str:
+        if r is None:
+            return "n/a"
         tau = "  -  " if r["tau"] is None else f"{r['tau']:5.2f}"
-        return f"{tau} {'Y' if r['top1'] else '.'}{'Y' if r['top5'] else '.'} {r['ape']:5.1f}"
-    print(f"{len(out['kernels'])} kernels, {sum(out['configs'].values())} distinct configs from {out['file']}; "
-          f"emulator core {out['core']!r}. Per predictor: tau, top-1/top-5 hit (Y/.), chosen tile's APE %")
-    print(f"{'kernel':<12} {'cfgs':>4}  " + "  ".join(f"{p:<16}" for p in preds))
-    for name, row in out["kernels"].items():
-        print(f"{name:<12} {out['configs'][name]:>4}  " + "  ".join(f"{cell(row[p]):<16}" for p in preds))
-    n = len(out["kernels"])
-    pooled = []
-    for p in preds:
-        r = out["pooled"][p]
-        tau = "  -  " if r["tau"] is None else f"{r['tau']:5.2f}"
-        pooled.append(f"{tau} {r['top1']:>2}/{r['top5']:<2} {r['ape']:5.2f}")
-    print(f"{'pooled':<12} {'':>4}  " + "  ".join(f"{c:<16}" for c in pooled)
-          + f"   (mean tau; top-1/top-5 hits of {n}; pooled APE %)")
+        return f"{tau} {'Y' if r['top1'] else '.'}{'Y' if r['top5'] else '.'} {r['ape']:5.1f} {r['top5_ape']:4.1f}"
+    w = 22
+    print(f"{len(out['failed'])} kernels, {out['runs']} runs ({out['failed_runs']} failed: counted, never chosen), "
+          f"{sum(out['configs'].values())} distinct timed configs from {out['file']}; emulator core {out['core']!r}.")
+    print("Per predictor: tau, top-1/top-5 hit (Y/.), chosen tile's slowdown %, best-of-top-5 slowdown % "
+          "(the TpuGraphs tile metric)")
+    tables = [("fitted on all kernels", out["kernels"], out["pooled"])]
+    if "loko" in out:
+        tables.append(("leave-one-kernel-out (each kernel scored by predictors fitted without it)",
+                       out["loko"]["kernels"], out["loko"]["pooled"]))
+    for title, kernels, pooled in tables:
+        print(f"-- {title}")
+        print(f"{'kernel':<12} {'cfgs':>4} {'fail':>4}  " + " ".join(f"{p:<{w}}" for p in preds))
+        for name, row in kernels.items():
+            print(f"{name:<12} {out['configs'][name]:>4} {out['failed'][name]['runs']:>4}  "
+                  + " ".join(f"{cell(row.get(p)):<{w}}" for p in preds))
+        n = len(kernels)
+        cells = []
+        for p in preds:
+            r = pooled[p]
+            if r is None:
+                cells.append("n/a")
+                continue
+            tau = "  -  " if r["tau"] is None else f"{r['tau']:5.2f}"
+            cells.append(f"{tau} {r['top1']:>2}/{r['top5']:<2} {r['ape']:5.1f} {r['top5_ape']:4.1f}")
+        print(f"{'pooled':<12} {'':>4} {'':>4}  " + " ".join(f"{c:<{w}}" for c in cells)
+              + f"   (mean tau; top-1/top-5 hits of {n}; pooled slowdowns %)")
+        mins = [f"{p} {pooled[p]['min_tau_10']:.2f}" for p in preds
+                if pooled[p] is not None and pooled[p].get("min_tau_10") is not None]
+        worse = [f"{p} {len(pooled[p]['top5_worse_than_default'])}" for p in preds
+                 if pooled[p] is not None and "top5_worse_than_default" in pooled[p]]
+        print(f"{'':<12} min tau over kernels with >= 10 configs: {', '.join(mins)}; "
+              f"kernels whose top-5 is slower than XLA's default: {', '.join(worse)}")

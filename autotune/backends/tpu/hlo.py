@@ -300,7 +300,9 @@ class RealKernel:
 
 
 def load_real(path: str | os.PathLike[str]) -> list[RealKernel]:
-    """Kernels and timed runs from a file in the format of ../shared/tpu_real/kernels.json."""
+    """Kernels and timed runs from a file in the format of ../shared/tpu_real/kernels.json, failed
+    runs included: a run with `"error": true`, no runtime (`"ns": null`) or one <= 0 is kept as
+    failed (ns nan), counted but never ranked (RealKernel.configs() leaves failed runs out)."""
     p = os.fspath(path)
     try:
         with open(p) as f:
@@ -312,11 +314,18 @@ def load_real(path: str | os.PathLike[str]) -> list[RealKernel]:
     out = []
     for d in data:
         k = HloKernel.from_json(d)
-        runs = tuple(RealRun(TileConfig.from_json(r), float(r["ns"]), bool(r.get("error", False)),
-                             bool(r.get("default", False))) for r in d.get("runs", ()))
+        runs = []
+        for r in d.get("runs", ()):
+            ns = r.get("ns")
+            try:
+                t = math.nan if ns is None else float(ns)
+            except (TypeError, ValueError):
+                raise HloError(f"{p}: kernel {k.name}: a run's ns is {ns!r}, not a number or null") from None
+            failed = bool(r.get("error", False)) or not math.isfinite(t) or t <= 0
+            runs.append(RealRun(TileConfig.from_json(r), math.nan if failed else t, failed, bool(r.get("default", False))))
         if not runs:
             raise HloError(f"{p}: kernel {k.name} has no runs")
-        out.append(RealKernel(k, runs))
+        out.append(RealKernel(k, tuple(runs)))
     return out
 
 

@@ -81,9 +81,112 @@ def test_evaluate_tiles_real_json(tmp_path: Path) -> None:
     res = json.loads(out.read_text())
     assert len(res["kernels"]) == 14
     for row in res["kernels"].values():
-        assert set(row) == {"emulator", "xgb", "analytical", "xla_default"}
-        assert all({"tau", "top1", "top5", "ape"} <= set(m) for m in row.values())
+        assert set(row) == {"emulator", "xgb", "xgb+emu", "analytical", "xla_default"}
+        assert all({"tau", "top1", "top5", "ape", "top5_ape"} <= set(m) for m in row.values())
     assert res["pooled"]["emulator"]["ape"] <= res["pooled"]["xla_default"]["ape"] + 1e-9
+
+
+def _failing_copy(tmp_path: Path) -> tuple[Path, dict[str, list[float]]]:
+    """kernels.json with failed runs: copy.24's fastest run and copy.25's default config fail (`"ns": null`),
+    every run of fusion.207 fails, and one fusion.232 run is marked failed but keeps its time.
+    Returns the file and each kernel's runtimes that did not fail."""
+    import json
+    data = json.loads(REAL.read_text())
+    by = {d["kernel"]: d for d in data}
+    fastest = min(by["copy.24"]["runs"], key=lambda r: r["ns"])
+    fastest.update(ns=None, error=True)
+    bounds = ("kernel_bounds", "output_bounds", "input_bounds", "iteration_bounds")
+    default = next(r for r in by["copy.25"]["runs"] if r.get("default"))
+    for r in by["copy.25"]["runs"]:  # every run of the default's config (it ran twice)
+        if all(r.get(b) == default.get(b) for b in bounds):
+            r.update(ns=None, error=True)
+    for r in by["fusion.207"]["runs"]:
+        r.update(ns=None, error=True)
+    by["fusion.232"]["runs"][3]["error"] = True
+    path = tmp_path / "kernels_failed.json"
+    path.write_text(json.dumps(data))
+    ok = {}
+    for d in data:  # repeated runs of one config: their median
+        times: dict[str, list[float]] = {}
+        for r in d["runs"]:
+            if not r.get("error"):
+                key = json.dumps([r.get(b) for b in bounds])
+                times.setdefault(key, []).append(r["ns"])
+        ok[d["kernel"]] = [float(np.median(t)) for t in times.values()]
+    return path, ok
+
+
+@needs_real
+def test_evaluate_tiles_real_counts_failed_runs_and_never_chooses_them(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39: a real run file with failed configs ("ns": null, "error": true) crashed load_real
+    with a TypeError; failed runs are now loaded, counted, and never ranked or chosen."""
+    import json
+    from autotune.cli import main
+    path, ok = _failing_copy(tmp_path)
+    out = tmp_path / "r.json"
+    assert main(["evaluate-tiles", "--real", str(path), "--models", "xgb", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["failed_runs"] == 7
+    assert res["failed"]["copy.24"] == {"runs": 1, "configs": 1}
+    assert res["failed"]["copy.25"] == {"runs": 2, "configs": 1}
+    assert res["failed"]["fusion.207"] == {"runs": 3, "configs": 3}
+    assert res["failed"]["fusion.232"]["runs"] == 1
+    assert "fusion.207" not in res["kernels"]  # nothing ran: counted, nothing to rank
+    assert res["configs"]["copy.24"] == 9
+    for name, row in res["kernels"].items():
+        for pred, m in row.items():
+            if m is None:
+                continue
+            assert m["best_ns"] == min(ok[name]), (name, pred)
+            assert m["chosen_ns"] in ok[name] and m["top5_ns"] in ok[name], (name, pred)
+    assert res["kernels"]["copy.24"]["emulator"]["best_ns"] > 3872  # the failed fastest run is not the best
+    assert res["kernels"]["copy.25"]["xla_default"] is None  # its default failed: n/a, not a pick
+    assert "7 failed" in capsys.readouterr().out
+
+
+@needs_real
+def test_evaluate_tiles_real_loko_refits_without_the_held_out_kernel(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--loko: every predictor scored on a kernel was fitted without it - the emulator's constants
+    (calibration.calibrate on the other kernels), the models trained on emulator data and the
+    learned corrections trained on the other kernels' real runs."""
+    import json
+    import autotune.backends.tpu.calibration as calibration
+    import measure.tpu_eval as tpu_eval
+    from autotune.cli import main
+    data = [d for d in json.loads(REAL.read_text()) if d["kernel"] in ("copy.24", "copy.25", "fusion.207")]
+    data[0]["runs"][1].update(ns=None, error=True)
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(data))
+    calls: dict[str, list[list[str]]] = {"calibrate": [], "emulator": [], "real": []}
+    real_calibrate, real_emu, real_real = calibration.calibrate, tpu_eval.emulator_training_set, tpu_eval.real_training_set
+
+    def calibrate(kernels, base=calibration.BASE, sweeps=3):  # type: ignore[no-untyped-def]
+        calls["calibrate"].append(sorted(k.kernel.name for k in kernels))
+        return real_calibrate(kernels, base, sweeps=1)
+
+    def emu_set(kernels, *a):  # type: ignore[no-untyped-def]
+        calls["emulator"].append(sorted(k.kernel.name for k in kernels))
+        return real_emu(kernels, *a)
+
+    def real_set(kds, *a):  # type: ignore[no-untyped-def]
+        calls["real"].append(sorted(k.name for k in kds))
+        return real_real(kds, *a)
+    monkeypatch.setattr(calibration, "calibrate", calibrate)
+    monkeypatch.setattr(tpu_eval, "emulator_training_set", emu_set)
+    monkeypatch.setattr(tpu_eval, "real_training_set", real_set)
+    out = tmp_path / "r.json"
+    assert main(["evaluate-tiles", "--real", str(path), "--models", "xgb", "--loko", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    names = ["copy.24", "copy.25", "fusion.207"]
+    assert calls["calibrate"] == [[n for n in names if n != held] for held in names]
+    assert calls["emulator"] == [names] + calls["calibrate"]  # first: fitted on all kernels
+    assert calls["real"] == [names] + calls["calibrate"]
+    assert set(res["loko"]["kernels"]) == set(names) and set(res["loko"]["constants"]) == set(names)
+    for row in res["loko"]["kernels"].values():
+        assert set(row) == {"emulator", "xgb", "xgb+emu", "analytical", "xla_default"}
+        assert all({"tau", "top1", "top5", "ape", "top5_ape"} <= set(m) for m in row.values())
+    assert res["loko"]["pooled"]["xla_default"]["tau"] is None
+    assert res["failed"]["copy.24"]["runs"] == 1
 
 
 @needs_real
