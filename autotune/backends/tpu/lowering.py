@@ -16,6 +16,8 @@ work): what XLA's TPU backend does with the dataset's tile bounds, as far as the
   in `f32_mxu_passes` bf16 passes; one pass per window position), and every
   other computing instruction on the VPU, one vector-register op per (8, 128) of its block
   (transcendentals cost `transcendental_cost`), work recomputed each step as a fusion does.
+  Blocks count their average padded extent over the array, so a tile that does not divide a dim
+  pays only the remainder in its last block (emulator.Block.mean_padded).
 
 Example::
 
@@ -289,9 +291,9 @@ def lower(k: HloKernel, cfg: TileConfig, core: TpuCoreConfig, space: TileSpace |
         b = _block(ins.name, ins.shape, maps.get(ins.id), tile, axis_of)
         cost = core.transcendental_cost if ins.opcode in TRANSCENDENTAL else 1.0
         if ins.id in after:
-            epilogue += math.prod(b.padded()) / (8 * 128) * cost
+            epilogue += math.prod(b.mean_padded()) / (8 * 128) * cost
         else:
-            vregs += math.prod(b.padded()) / (8 * 128) * cost
+            vregs += math.prod(b.mean_padded()) / (8 * 128) * cost
     mxu = None
     passes = 1
     flops = 0.0
