@@ -99,11 +99,14 @@ def _yaml_without_aliases(text: str, p: Path) -> Any:
     """YAML data, refusing aliases (`*name`): a few lines of them can stand for billions of values
     (an alias bomb) that expanding the spec's tasks would then walk."""
     import yaml
-    events = yaml.parse(text, Loader=yaml.SafeLoader)
-    for e in events:
-        if isinstance(e, yaml.AliasEvent):
-            raise AutotuneError(f"sweep spec {p} uses a YAML alias (*{e.anchor}): write the values out")
-    return yaml.safe_load(text)
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise AutotuneError(f"sweep spec {p} uses a YAML alias (*{self.peek_event().anchor}): "
+                                    "write the values out")
+            return super().compose_node(parent, index)
+    return yaml.load(text, Loader=NoAliases)  # noqa: S506 (a SafeLoader)
 
 
 def parse_spec(data: Any, where: str = "spec") -> list[SweepTask]:
