@@ -65,7 +65,7 @@ def _seconds(text: str) -> float:
 
 
 def _tile_models(text: str) -> list[str]:
-    from measure.tpu_eval import MODELS
+    from autotune.backends.tpu.evaluate import MODELS
     names = [m for m in text.split(",") if m]
     unknown = [m for m in names if m not in MODELS]
     if unknown or not names:
@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--threads", type=POSITIVE, default=None, help="threads for parallel kernels (default: all cores)")
 
     def search_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--strategy", default=None, choices=list(STRATEGIES),
+        sp.add_argument("--strategy", default=None, choices=STRATEGIES.names(),
                         help="search strategy (default: evolutionary)")
         sp.add_argument("--cost-model", choices=list(CPU_MODELS), default=None,
                         help="steer the evolutionary search with a cost model refitted every batch (it starts "
@@ -119,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--trials", type=POSITIVE, default=64, help=TRIALS_HELP)
     tn.add_argument("--log", required=True, help="tuning log (JSON lines); an existing log is resumed")
     search_args(tn)
-    tn.add_argument("--runner", choices=list(RUNNERS), default=None,
+    tn.add_argument("--runner", choices=RUNNERS.names(), default=None,
                     help="where to measure (default: the operator's backend; local worker processes for CPU)")
     tn.add_argument("--seed", type=COUNT, default=0)
     tn.add_argument("--batch", type=POSITIVE, default=8, help="configs compiled in parallel per round")
@@ -173,6 +173,9 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
     rp.add_argument("--any-target", action="store_true",
                     help="also replay records measured on a machine of another ISA (with a warning)")
+    rp.add_argument("--trust", action="append", default=[], metavar="MODULE:FUNCTION|SHA256",
+                    help="a hand-written kernel (autotune_numba) whose logged source may be compiled: your module's "
+                         "function, or the SHA-256 of its source (repeatable; also AUTOTUNE_TRUSTED_KERNELS)")
 
     rt = sub.add_parser("retime", help="time the finalists of every task of a log again, in alternating rounds, and "
                         "append the re-timings (run it when the machine is quiet)")
@@ -184,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     rt.add_argument("--any-target", action="store_true",
                     help="also re-time records measured on a machine of another ISA (with a warning)")
     rt.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
+
     return p
 
 
@@ -328,7 +332,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from autotune.replay import format_rows, replay_log
-    rows = replay_log(args.log, threads=args.threads, any_target=args.any_target)
+    rows = replay_log(args.log, threads=args.threads, any_target=args.any_target, trusted=args.trust)
     if not rows:
         raise AutotuneError(f"the log {args.log} has no successful measurement to replay")
     print(format_rows(rows))
@@ -388,10 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_sweep(args)
         if args.command == "evaluate-tiles":
             if args.real:
-                from measure.tpu_eval import REAL_MODELS, run_real
+                from autotune.backends.tpu.evaluate import REAL_MODELS, run_real
                 res = run_real(args.real, [m for m in args.models if m in REAL_MODELS], seed=args.seed, loko=args.loko)
             else:
-                from measure.tpu_eval import run as run_tiles
+                from autotune.backends.tpu.evaluate import run as run_tiles
                 res = run_tiles(args.kernels, args.seed, args.models, args.export, args.search_kernels)
             if args.json_out:
                 Path(args.json_out).write_text(json.dumps(res, indent=2, default=float) + "\n")

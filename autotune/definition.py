@@ -44,7 +44,8 @@ from autotune.ir.expr import Tensor
 from autotune.ir.serialize import MAX_RANK, content_hash, from_data, to_data
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
-from templates.base import CodegenOptions, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Template
 
 
 @dataclass(frozen=True)
@@ -254,12 +255,12 @@ def register_definition(name: str, data: Any) -> Template:
     >>> t.define({"A0": 4}, "float64").shape
     (4,)
     """
-    from templates import DERIVED, HIDDEN, TEMPLATES, register
+    from templates import TEMPLATES, is_library, register
     name = check_op_name(name)
-    if name in TEMPLATES or name in HIDDEN:
+    if is_library(name):
         raise DefinitionError(f"{name!r} is a library operator: a definition cannot replace it")
     defs = _STORES.get(name)
-    t = DERIVED.get(name)
+    t = TEMPLATES.get(name, None)
     if defs is None or t is None:
         defs = Definitions(name, None, None)
         defs.add(data)

@@ -14,6 +14,8 @@ Variables autotune reads:
                             Spaces, presets and the roofline derive from its description, and Numba
                             generates code for its ISA (NUMBA_CPU_FEATURES: the host's, those above
                             the target's turned off); one this host cannot execute only describes
+  AUTOTUNE_TRUSTED_KERNELS  hand-written kernels a replay may compile from a log: comma-separated
+                            `module:function` names and SHA-256 digests of their sources (numba_tune)
   PYTHONPATH                kept, behind this checkout's root, for measurement workers and Ray workers
   RAY_USAGE_STATS_ENABLED   autotune sets it to 0 before starting Ray unless you set it
 
@@ -86,6 +88,12 @@ def settings() -> Settings:
     threads_s = os.environ.get("AUTOTUNE_THREADS", "")
     threads = int(threads_s) if threads_s.isdigit() and int(threads_s) > 0 else (os.cpu_count() or 1)
     return Settings(Path(cache), threads, os.environ.get("AUTOTUNE_TARGET", "").strip() or "host")
+
+
+def trusted_kernels() -> list[str]:
+    """AUTOTUNE_TRUSTED_KERNELS: the `module:function` names and SHA-256 digests of hand-written
+    kernel sources a replay may compile (autotune.numba_tune.trusted_sources)."""
+    return [t.strip() for t in os.environ.get("AUTOTUNE_TRUSTED_KERNELS", "").split(",") if t.strip()]
 
 
 def use_settings(s: Settings) -> None:

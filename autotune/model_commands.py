@@ -13,10 +13,11 @@ from typing import Sequence
 
 import numpy as np
 
+from autotune.backends import dataset_from_records
 from autotune.cost_model import Dataset, load_model, make_model
 from autotune.cost_model.base import read_model_file
 from autotune.cost_model.evaluate import evaluate
-from autotune.cost_model.transfer import prior_for, save_prior
+from autotune.search.transfer import prior_for, save_prior
 from autotune.errors import AutotuneError
 from autotune.records import load_records
 
@@ -25,7 +26,7 @@ def train_model(logs: Sequence[str], kind: str, objective: str, out: str) -> int
     records = [r for p in logs for r in load_records(p)]
     model = make_model(kind, objective=objective)
     t0 = time.perf_counter()
-    data = Dataset.from_records(records, graphs=model.needs_graphs)
+    data = dataset_from_records(records, graphs=model.needs_graphs)
     t1 = time.perf_counter()
     if len(data) < 2:
         raise AutotuneError("the logs hold fewer than 2 usable measurements: nothing to learn from")
@@ -39,10 +40,10 @@ def train_model(logs: Sequence[str], kind: str, objective: str, out: str) -> int
 
 def evaluate_model(model_path: str, log: str, plot: str | None, json_out: str | None) -> int:
     """Scores of a saved model on a log. A prior that carries its training set is refitted for
-    each task of the log first, as tuning that task would (autotune.cost_model.transfer)."""
+    each task of the log first, as tuning that task would (autotune.search.transfer)."""
     model = load_model(model_path)
     records = load_records(log)
-    data = Dataset.from_records(records, graphs=model.needs_graphs)
+    data = dataset_from_records(records, graphs=model.needs_graphs)
     if "training" not in read_model_file(model_path) or model.needs_graphs:
         scores = np.asarray(model.predict(data)) if len(data) else np.zeros(0)
     else:

@@ -1,21 +1,43 @@
 """Triton-style autotuning of a hand-written Numba kernel: each config's values become
-compile-time constants of the kernel; every config is compiled, checked and timed in an isolated
-worker process, and the fastest correct one is kept per key.
+compile-time constants of the kernel; every config is compiled, checked and timed by the common
+runner (measure.local.LocalRunner's isolated worker processes, made by autotune.tuning.make_runner),
+and the fastest correct one is kept per key. Its measurements are ordinary records of the common
+log (autotune.records), so `autotune report LOG` shows them and `autotune replay LOG` re-verifies
+them (see Replay below).
 
-A config that fails to compile, crashes the worker, raises, runs past its time limit or gives a
-wrong answer is recorded with its `ErrorKind` and tuning goes on; the caller's process never runs
-an untested config. Outputs (the arguments a kernel writes, found by comparing them before and
-after a run, or named with `outputs=`, plus a returned value) are checked against
-`reference=` (a Python function with the kernel's signature that writes the same outputs or
-returns the same value), else against the first config that runs. The worker works on copies,
-so the caller's arrays see exactly one run: the best config's, in this process.
+The kernel is one more kind of task (autotune.task.NumbaTask): it travels to the workers as data
+(autotune.codegen.handwritten: its source, the module-level names it may read, its arguments'
+shapes and dtypes, the config's constants), is rebuilt there, run on the caller's arguments (saved
+as .npy files, no pickle), checked against the expected outputs and timed by the common timing
+code (measure.handwritten, measure.timing). A config that fails to compile, crashes the worker,
+raises, runs past its time limit or gives a wrong answer is recorded with its common `ErrorKind`
+and tuning goes on; the caller's process never runs an untested config. Outputs (the arguments a
+kernel writes, found by comparing them before and after a run, or named with `outputs=`, plus a
+returned value) are checked against `reference=` (a Python function with the kernel's signature
+that writes the same outputs or returns the same value; it runs in the caller's process), else
+against the first config that runs; tolerances are the common table's
+(autotune.codegen.handwritten.tolerance). The worker works on copies, so the caller's arrays see
+exactly one run: the best config's, in this process. A timed call includes restoring
+`restore_value` and zeroing `reset_to_zero` arguments.
 
 Limits: the worker rebuilds the kernel from its source, never from pickled code, so the kernel
 may use only its parameters, the config constants, builtins, the modules numpy, math, cmath and
 numba (and names imported from them, such as `prange`) and int/float/bool constants of its
 module. A helper function it calls, or a variable of an enclosing function, is an error when the
-kernel is decorated. Arguments must be NumPy arrays (not of object dtype), NumPy scalars or
-bool/int/float/None.
+kernel is decorated. Arguments must be NumPy arrays or scalars of a numeric dtype or
+bool/int/float/None. A record's task key is "numba:<name>:<source hash>|<key dims>|<dtype of the
+first array>|threads=N": the key's array shapes and int values (a float key value is not in it).
+
+Replay (SECURITY): a log is untrusted, and a kernel's source is code (Numba's `objmode` runs any
+Python), so `autotune replay` compiles a numba record's source only when the user vouches for it:
+`replay_log(log, trusted=[fn])` with the kernel (its `autotune_numba` object or the plain function,
+whose source must have the record's SHA-256), or the environment variable
+AUTOTUNE_TRUSTED_KERNELS, a comma-separated list of `module:function` names (imported: the user's
+own code) and SHA-256 hex digests of sources the user trusts. Anything else is reported in one
+line, "not replayable here: ...", and the other records replay as usual. A vouched record is
+rebuilt in a worker and run on seeded random arguments of its recorded shapes and dtypes, checked
+against the vouching kernel's `reference=` when it has one, else against the log's earliest
+successful config of that key (the tuning's reference when it had none), and timed.
 
 Example::
 
@@ -32,331 +54,117 @@ Example::
 """
 from __future__ import annotations
 
-import ast
-import builtins
-import dis
 import functools
 import importlib
 import inspect
-import json
 import os
-import select
-import signal
-import subprocess
-import sys
+import re
 import tempfile
-import textwrap
 import threading
-import time
-import types
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from autotune.environment import settings, worker_env
+from autotune.codegen.handwritten import (CONSTANTS, MODULES, build, check_spec, kernel_globals, kernel_source,
+                                          random_arguments, same, source_sha256)
+from autotune.environment import settings, trusted_kernels
 from autotune.errors import AutotuneError, ShapeError
-from autotune.runner import ErrorKind, MeasureResult
-from autotune.timing_lock import TimingLock, lock_path
+from autotune.records import Record, RecordLog
+from autotune.runner import MeasureInput, MeasureResult, Runner
+from autotune.space import Config
+from autotune.target import current_target
+from autotune.task import NumbaTask
 
-MODULES = ("numpy", "math", "cmath", "numba")  # the modules a kernel may use by name
-_CONSTANTS = (bool, int, float)  # module-level values passed to the worker as constants
-_REL_TOL = {"float16": 1e-2, "float32": 2e-3, "float64": 1e-9, "complex64": 2e-3, "complex128": 1e-9}
-STARTUP_TIMEOUT = 180.0
+__all__ = ["MODULES", "NumbaAutotuner", "TRUST_ENV", "autotune_numba", "build", "kernel_source", "replay_record",
+           "trusted_sources"]
 
-
-# ---- the kernel as data: source, globals and config constants ---------------------------------
-
-def kernel_source(fn: Callable[..., Any]) -> str:
-    """The source of `fn` from its `def` line on (decorators stripped), dedented."""
-    where = getattr(fn, "__qualname__", repr(fn))
-    try:
-        src = textwrap.dedent(inspect.getsource(fn))
-        tree = ast.parse(src)
-    except (OSError, TypeError) as e:
-        raise AutotuneError(f"autotune_numba needs the source of {where} to rebuild it in a worker process "
-                            f"({e}); define the kernel in a file or a notebook cell") from None
-    except SyntaxError:
-        tree = ast.Module(body=[], type_ignores=[])
-    node = tree.body[0] if len(tree.body) == 1 else None
-    if not isinstance(node, ast.FunctionDef) or node.name != getattr(fn, "__name__", None):
-        raise AutotuneError(f"autotune_numba tunes a function defined with `def`, got {where}")
-    return "\n".join(src.splitlines()[node.lineno - 1:node.end_lineno]) + "\n"
+TRUST_ENV = "AUTOTUNE_TRUSTED_KERNELS"  # module:function names and SHA-256 digests of sources a replay may compile
+STRATEGY = "autotune_numba"  # the records' strategy
+NOT_REPLAYABLE = (f"not replayable here: the kernel's source is code; pass the kernel (replay_log(trusted=[fn])) or set "
+                  f"{TRUST_ENV}=module:function or the SHA-256 of a source you trust to rebuild it")
 
 
-def _global_names(code: types.CodeType) -> set[str]:
-    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names |= _global_names(c)
-    return names
+# ---- measuring configs through the common runner ------------------------------------------------
+
+def expected_outputs(reference: Callable[..., Any], spec: Mapping[str, Any], values: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The reference's outputs on copies of `values` (reset_to_zero arguments zeroed): the array
+    arguments it writes (or the spec's `outputs`) and its returned value."""
+    names = [a["name"] for a in spec["args"]]
+    state = {n: (np.zeros_like(v) if n in spec["zero"] else v) for n, v in zip(names, values) if isinstance(v, np.ndarray)}
+    copies = [state[n].copy() if n in state else v for n, v in zip(names, values)]
+    ret = reference(*copies)
+    want = {n: c for n, c in zip(names, copies) if n in state
+            and (n in spec["outputs"] if spec["outputs"] is not None else not same(state[n], c))}
+    if ret is not None:
+        want["return"] = np.asarray(ret)
+    return want
 
 
-def kernel_globals(fn: Callable[..., Any], constants: set[str]) -> dict[str, dict[str, Any]]:
-    """How the worker rebuilds each global name the kernel reads, other than config constants and
-    builtins: {"module": name}, {"from": module, "attr": name} or {"value": int/float/bool}."""
-    if fn.__code__.co_freevars:
-        raise AutotuneError(f"autotune_numba kernel {fn.__name__} uses {', '.join(fn.__code__.co_freevars)} of an "
-                            "enclosing function; the worker rebuilds the kernel from its source alone: pass them "
-                            "as arguments or config constants")
-    spec: dict[str, dict[str, Any]] = {}
-    for name in sorted(_global_names(fn.__code__) - constants):
-        if name not in fn.__globals__:
-            if hasattr(builtins, name):
-                continue
-            raise AutotuneError(f"autotune_numba kernel {fn.__name__} reads {name!r}, which is neither defined when "
-                                f"it is decorated nor a config constant (constants: {sorted(constants)})")
-        v = fn.__globals__[name]
-        if isinstance(v, types.ModuleType) and v.__name__.split(".")[0] in MODULES:
-            spec[name] = {"module": v.__name__}
-        elif isinstance(v, _CONSTANTS):
-            spec[name] = {"value": v}
-        else:
-            attr = getattr(v, "__name__", name)
-            home = next((m for m in MODULES if getattr(importlib.import_module(m), attr, None) is v), None)
-            if home is None:
-                raise AutotuneError(
-                    f"autotune_numba kernel {fn.__name__} reads the global {name!r} ({type(v).__name__}); the "
-                    "worker rebuilds the kernel from its source with only config constants, builtins, the modules "
-                    f"{', '.join(MODULES)} (and names imported from them) and int/float/bool constants: inline "
-                    f"{name!r} into the kernel or pass it as an argument")
-            spec[name] = {"from": home, "attr": attr}
-    return spec
+def save_expected(want: Mapping[str, np.ndarray], folder: Path) -> dict[str, str]:
+    """`want` saved as .npy files in `folder` (no pickle): output name -> file name."""
+    files = {}
+    for n, v in want.items():
+        np.save(folder / f"want_{n}.npy", np.asarray(v), allow_pickle=False)
+        files[n] = f"want_{n}.npy"
+    return files
 
 
-def build(kernel: Mapping[str, Any], config: Mapping[str, Any], fastmath: bool) -> Any:
-    """The Numba dispatcher of `kernel` ({"name", "source", "globals"}) with `config`'s constants."""
-    import linecache
+def measure_configs(spec: Mapping[str, Any], configs: Sequence[Mapping[str, Any]], folder: Path, runner: Runner, *,
+                    threads: int, expected: Mapping[str, str] | None, against: str = "",
+                    on_result: Callable[[int, MeasureResult], None] | None = None,
+                    on_first: Callable[[int, Mapping[str, str]], None] | None = None) -> list[MeasureResult]:
+    """Measure every config of a kernel (its arguments saved in `folder` as arg_<name>.npy) with
+    `runner`, one result per config in order. expected: output name -> .npy file in `folder`; None:
+    the first config that works is the reference (configs measured one by one until one does;
+    on_first(index, its output files) is told, and may raise to stop), then the rest in one batch.
+    on_result(index, result) as each is known."""
+    results: list[MeasureResult | None] = [None] * len(configs)
 
-    import numba
-    g: dict[str, Any] = {"__builtins__": builtins, "__name__": "__autotune_numba__"}
-    for name, how in kernel["globals"].items():
-        if "module" in how:
-            g[name] = importlib.import_module(how["module"])
-        elif "from" in how:
-            g[name] = getattr(importlib.import_module(how["from"]), how["attr"])
-        else:
-            g[name] = how["value"]
-    g.update(config)
-    filename = f"<autotune_numba {kernel['name']}>"
-    linecache.cache[filename] = (len(kernel["source"]), None, kernel["source"].splitlines(True), filename)
-    exec(compile(kernel["source"], filename, "exec"), g)
-    return numba.njit(nogil=True, fastmath=fastmath)(g[kernel["name"]])
+    def report(i: int, r: MeasureResult) -> None:
+        results[i] = r
+        if on_result is not None:
+            on_result(i, r)
 
-
-# ---- the worker process (python -m autotune.numba_tune) -----------------------------------------
-
-def _fmt(e: BaseException) -> str:
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return f"{type(e).__name__}: {' | '.join(lines)}"[:1000]
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
-
-
-def _load_args(req: Mapping[str, Any]) -> list[Any]:
-    args = []
-    for a in req["args"]:
-        if "npy" in a:
-            v = np.load(Path(req["dir"]) / a["npy"], allow_pickle=False)
-            args.append(v[()] if a.get("scalar") else v)
-        else:
-            args.append(a["value"])
-    return args
+    def inp(i: int) -> MeasureInput:
+        run = {"dir": str(folder), "prefix": f"c{i}_", "expected": dict(expected) if expected is not None else None,
+               "against": against}
+        return MeasureInput(NumbaTask.of(spec, threads, run), Config(configs[i]))
+    start = 0
+    while expected is None and start < len(configs):
+        r = runner.run([inp(start)])[0]
+        if r.ok:
+            prefix = f"c{start}_"
+            outs = {f.name[len(prefix):-4]: f.name for f in folder.glob(f"{prefix}*.npy")}
+            if on_first is not None:
+                on_first(start, outs)
+            expected, against = outs, f"config {start} {dict(configs[start])}"
+        report(start, r)
+        start += 1
+    if start < len(configs):
+        runner.run([inp(i) for i in range(start, len(configs))], lambda j, r: report(start + j, r))
+    return results  # type: ignore[return-value]
 
 
-def _measure(req: Mapping[str, Any], say: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Compile (then say so), run once and save the outputs, then time `repeat` runs after `warmup`."""
-    import numba
-    t0 = time.thread_time()  # CPU time: a paused or crowded worker is not charged for waiting
-    try:
-        args = _load_args(req)
-        kernel = build(req["kernel"], req["config"], req["fastmath"])
-        kernel.compile(tuple(numba.typeof(a) for a in args))
-    except Exception as e:
-        return {"ok": False, "error": ErrorKind.COMPILE_ERROR.value, "message": _fmt(e)}
-    say({"compiled": True, "compile_s": time.thread_time() - t0})
-    names = req["names"]
-    arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-    initial = {i: args[i].copy() for i in arrays if names[i] in req["restore"]}
-    zero = [i for i in arrays if names[i] in req["zero"]]
-
-    def reset() -> None:
-        for i, v in initial.items():
-            args[i][...] = v
-        for i in zero:
-            args[i][...] = 0
-
-    try:
-        reset()
-        before = {i: args[i].copy() for i in arrays}
-        ret = kernel(*args)
-        if req["outputs"] is not None:
-            changed = [names[i] for i in arrays if names[i] in req["outputs"]]
-        else:
-            changed = [names[i] for i in arrays if not _same(before[i], args[i])]
-        del before
-        out = Path(req["dir"])
-        for i in arrays:
-            if names[i] in changed:
-                np.save(out / f"{req['prefix']}{names[i]}.npy", args[i], allow_pickle=False)
-        returned = ret is not None and np.asarray(ret).dtype != object
-        if returned:
-            np.save(out / f"{req['prefix']}return.npy", np.asarray(ret), allow_pickle=False)
-        samples = []
-        with TimingLock(req["lock"]):
-            for _ in range(req["warmup"]):
-                reset()
-                kernel(*args)
-            for _ in range(req["repeat"]):
-                reset()
-                t = time.perf_counter()
-                kernel(*args)
-                samples.append(time.perf_counter() - t)
-        return {"ok": True, "costs": samples, "changed": changed, "returned": returned}
-    except Exception as e:
-        return {"ok": False, "error": ErrorKind.RUNTIME_ERROR.value, "message": _fmt(e)}
+def to_record(task: NumbaTask, config: Mapping[str, Any], r: MeasureResult, target: Mapping[str, Any]) -> Record:
+    """The common log record of one measurement of a hand-written kernel (its data included)."""
+    return Record(op=task.op, shape=task.shape_dict, dtype=task.dtype, threads=task.threads, config=dict(config),
+                  costs=list(r.costs) if r.ok else None, error=r.error.value if r.error else None,  # type: ignore[arg-type]
+                  message=r.message[:2000], compile_seconds=r.compile_seconds, timestamp=r.timestamp,
+                  target=dict(target), strategy=STRATEGY, noisy=r.noisy, contention=r.contention, numba=task.spec)
 
 
-def _serve() -> None:
-    """Answer JSON-line measure requests on stdin: {"ready": true} first, then per request a
-    {"compiled": ...} line once compiled (unless compiling failed) and the result line."""
-    answers = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # a kernel's or Numba's prints must not corrupt the answers
-    sys.stdout = sys.stderr
-    import numba  # noqa: F401 (imported before saying ready, so the compile timeout covers compiling only)
+class _InOrder:
+    """Calls `fn(i, r)` for results reported in any order, in index order, as soon as it can."""
 
-    def say(msg: dict[str, Any]) -> None:
-        answers.write(json.dumps(msg) + "\n")
+    def __init__(self, fn: Callable[[int, MeasureResult], None]) -> None:
+        self.fn, self.next, self.held = fn, 0, {}  # type: ignore[var-annotated]
 
-    say({"ready": True})
-    for line in sys.stdin:
-        if line.strip():
-            say(_measure(json.loads(line), say))
-
-
-class _Worker:
-    """One worker subprocess speaking JSON lines; killed after a crash, a timeout or the tuning."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "autotune.numba_tune"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=worker_env())
-        self.buf = b""
-        msg = self._reply(STARTUP_TIMEOUT) if self.alive() else None
-        if not msg or not msg.get("ready"):
-            self.kill()
-            raise AutotuneError(f"the autotune_numba worker did not start ({self.death()}); "
-                                f"run `{sys.executable} -m autotune.numba_tune` to see why")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def death(self) -> str:
-        rc = self.proc.poll()
-        if rc is None:
-            return "no answer"
-        if rc < 0:
-            try:
-                return f"killed by {signal.Signals(-rc).name}"
-            except ValueError:
-                return f"killed by signal {-rc}"
-        return f"exit code {rc}"
-
-    def _reply(self, timeout: float) -> dict[str, Any] | None:
-        """The next answer; None if none came within `timeout` s. EOFError if the worker died."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                self.proc.wait()
-                raise EOFError
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def measure(self, req: dict[str, Any], compile_timeout: float, run_timeout: float) -> dict[str, Any]:
-        """The worker's answer, or a crash/timeout outcome (then the worker is dead)."""
-        assert self.proc.stdin is not None
-        compile_s = None
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-            msg = self._reply(compile_timeout)
-            if msg is None:
-                self.kill()
-                return {"ok": False, "error": ErrorKind.COMPILE_TIMEOUT.value,
-                        "message": f"compiling took over {compile_timeout:g} s"}
-            if not msg.get("compiled"):
-                return msg
-            compile_s = msg["compile_s"]
-            msg = self._reply(run_timeout)
-            if msg is None:
-                self.kill()
-                return {"ok": False, "error": ErrorKind.RUN_TIMEOUT.value, "compile_s": compile_s,
-                        "message": f"checking and timing took over {run_timeout:g} s"}
-            return {**msg, "compile_s": compile_s}
-        except (EOFError, BrokenPipeError):
-            self.kill()
-            return {"ok": False, "error": ErrorKind.WORKER_CRASHED.value, "compile_s": compile_s,
-                    "message": f"the worker died while {'running' if compile_s is not None else 'compiling'} "
-                               f"({self.death()})"}
-
-    def kill(self) -> None:
-        if self.alive():
-            self.proc.kill()
-        self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
-
-
-# ---- checking outputs --------------------------------------------------------------------------
-
-def _differs(got: np.ndarray, want: np.ndarray, name: str, against: str, rtol: float | None) -> str | None:
-    """Why `got` is not `want` (None if it is): elements compared with a tolerance relative to max|want|."""
-    if got.shape != want.shape:
-        return f"{name} has shape {list(got.shape)}, {against} gives {list(want.shape)}"
-    if got.dtype.kind in "fc" or want.dtype.kind in "fc":
-        tol = rtol if rtol is not None else max(_REL_TOL.get(d.name, 1e-3 if d.kind in "fc" else 0.0)
-                                                for d in (got.dtype, want.dtype))
-        finite = np.abs(want[np.isfinite(want)])
-        scale = max(1.0, float(finite.max()) if finite.size else 1.0)
-        with np.errstate(invalid="ignore", over="ignore"):
-            bad = ~((got == want) | (np.abs(got - want) <= tol * scale) | (np.isnan(got) & np.isnan(want)))
-    else:
-        bad = got != want
-    n = int(np.count_nonzero(bad))
-    if not n:
-        return None
-    first = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
-    return (f"{n} of {want.size} elements of {name} differ from {against}, first at {list(first)}: "
-            f"{got[first].item()!r} instead of {want[first].item()!r}")
-
-
-def _wrong(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], named: bool, against: str,
-           rtol: float | None) -> str | None:
-    """Why a config's outputs `got` are wrong against `want` (None if right). Unless the outputs
-    were named, writing an argument `against` leaves alone is wrong too."""
-    extra = sorted(set(got) - set(want) - {"return"}) if not named else []
-    if extra:
-        return (f"writes {', '.join(extra)}, which {against} leaves unchanged (if that is scratch space, "
-                "name the outputs with outputs=[...])")
-    for name, w in want.items():
-        if name not in got:
-            return f"returns nothing, {against} returns a value" if name == "return" else f"{name} is not written"
-        why = _differs(np.asarray(got[name]), np.asarray(w), name, against, rtol)
-        if why:
-            return why
-    return None
+    def __call__(self, i: int, r: MeasureResult) -> None:
+        self.held[i] = r
+        while self.next in self.held:
+            self.fn(self.next, self.held.pop(self.next))
+            self.next += 1
 
 
 # ---- the autotuner -----------------------------------------------------------------------------
@@ -398,7 +206,7 @@ class NumbaAutotuner:
                 if not isinstance(k, str) or not k.isidentifier() or k in self.params:
                     raise AutotuneError(f"autotune_numba config key {k!r} must be an identifier that is not a "
                                         f"parameter of {where}")
-                if not isinstance(v, (*_CONSTANTS, str)):
+                if not isinstance(v, (*CONSTANTS, str)):
                     raise AutotuneError(f"autotune_numba config value {k}={v!r} must be a bool, int, float or str")
         self.key = list(key)
         self.reference, self.outputs = reference, (list(outputs) if outputs is not None else None)
@@ -407,6 +215,7 @@ class NumbaAutotuner:
         self.compile_timeout, self.run_timeout = compile_timeout, run_timeout
         self.log = os.fspath(log) if log is not None else None
         constants = {k for c in self.configs for k in c}
+        self.constants = sorted(constants)
         self.kernel = {"name": fn.__name__, "source": kernel_source(fn), "globals": kernel_globals(fn, constants)}
         self.compiled: dict[int, Callable[..., Any]] = {}
         self.best: dict[tuple, dict[str, Any]] = {}
@@ -417,7 +226,8 @@ class NumbaAutotuner:
 
     def _compiled(self, i: int) -> Callable[..., Any]:
         if i not in self.compiled:
-            self.compiled[i] = build(self.kernel, self.configs[i], self.fastmath)
+            self.compiled[i] = build({**self.kernel, "fastmath": self.fastmath, "args": []}, self.configs[i],
+                                     compile_now=False).dispatcher
         return self.compiled[i]
 
     def _bind(self, args: tuple, kwargs: dict[str, Any]) -> list[Any]:
@@ -462,74 +272,69 @@ class NumbaAutotuner:
                 state[name] = np.zeros_like(v) if name in self.reset_to_zero else v
         return state
 
-    def _save_args(self, values: list[Any], folder: Path) -> list[dict[str, Any]]:
-        out = []
+    def _options(self) -> dict[str, Any]:
+        """The LocalRunner options of this tuner (as JSON: this entry point does not import measure/)."""
+        return {"compile_timeout": self.compile_timeout, "run_timeout": self.run_timeout,
+                "compile_workers": 1,  # hand-written kernels compile fast: one worker, started once
+                "protocol": {"warmup": self.warmup, "number": 1, "repeat": self.repeat, "min_repeat_ms": 10.0}}
+
+    def _spec(self, values: list[Any], folder: Path) -> dict[str, Any]:
+        """The kernel's data for this call (autotune.codegen.handwritten); its arrays saved in `folder`."""
+        args: list[dict[str, Any]] = []
         for name, v in zip(self.params, values):
             if isinstance(v, (np.ndarray, np.generic, complex)):
                 a = np.asarray(v)
-                if a.dtype.hasobject:
+                if a.dtype.kind not in "biufc":
                     raise AutotuneError(f"autotune_numba argument {name!r} has dtype {a.dtype}; the worker gets "
                                         "arrays without pickle: pass numeric arrays")
-                np.save(folder / f"arg_{name}.npy", a, allow_pickle=False)
-                out.append({"npy": f"arg_{name}.npy", "scalar": not isinstance(v, np.ndarray)})
+                if isinstance(v, np.ndarray):
+                    np.save(folder / f"arg_{name}.npy", np.ascontiguousarray(a), allow_pickle=False)
+                    args.append({"name": name, "array": {"shape": list(a.shape), "dtype": a.dtype.name}})
+                else:
+                    x = a.item()
+                    args.append({"name": name, "scalar": a.dtype.name,
+                                 "value": [x.real, x.imag] if isinstance(x, complex) else x})
             elif v is None or isinstance(v, (bool, int, float)):
-                out.append({"value": v})
+                args.append({"name": name, "value": v})
             else:
                 raise AutotuneError(f"autotune_numba argument {name!r} is a {type(v).__name__}; pass NumPy arrays "
                                     "or bool/int/float scalars")
-        return out
-
-    def _expected(self, values: list[Any], state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The reference's outputs: the arguments it writes (or `outputs`) and its returned value."""
-        assert self.reference is not None
-        copies = [state[n].copy() if n in state else v for n, v in zip(self.params, values)]
-        ret = self.reference(*copies)
-        want = {n: c for n, c in zip(self.params, copies) if n in state
-                and (n in self.outputs if self.outputs is not None else not _same(state[n], c))}
-        if ret is not None:
-            want["return"] = np.asarray(ret)
-        return want
+        try:
+            return check_spec({**self.kernel, "constants": self.constants, "args": args, "key": self.key,
+                               "outputs": self.outputs, "restore": self.restore_value, "zero": self.reset_to_zero,
+                               "fastmath": self.fastmath, "rtol": self.rtol})
+        except AutotuneError as e:
+            raise AutotuneError(f"autotune_numba {self.fn.__name__}: {e}") from None
 
     def _tune(self, key: tuple, values: list[Any]) -> None:
-        state = self._start_state(values)
-        cache = settings().cache_dir
-        cache.mkdir(parents=True, exist_ok=True)
+        from autotune.tuning import make_runner
+        self._start_state(values)
+        log = RecordLog(self.log) if self.log is not None else None
+        threads = settings().threads
+        target = current_target(threads)
         with tempfile.TemporaryDirectory(prefix="autotune_numba_") as tmp:
             folder = Path(tmp)
-            base = {"kind": "measure", "kernel": self.kernel, "names": self.params, "dir": tmp,
-                    "args": self._save_args(values, folder), "outputs": self.outputs,
-                    "restore": self.restore_value, "zero": self.reset_to_zero, "warmup": self.warmup,
-                    "repeat": self.repeat, "fastmath": self.fastmath, "lock": lock_path(cache)}
-            want = self._expected(values, state) if self.reference is not None else None
-            against = f"the reference {getattr(self.reference, '__name__', '')}".rstrip()
-            results: list[MeasureResult] = []
-            worker: _Worker | None = None
+            spec = self._spec(values, folder)
+            task = NumbaTask.of(spec, threads)
+            expected, against = None, ""
+            if self.reference is not None:
+                want = expected_outputs(self.reference, spec, values)
+                self._check_writable(values, list(want))
+                expected = save_expected(want, folder)
+                against = f"the reference {getattr(self.reference, '__name__', '')}".rstrip()
+
+            def first(i: int, outputs: Mapping[str, str]) -> None:
+                self._check_writable(values, list(outputs))  # found out by the first run
+
+            def record(i: int, r: MeasureResult) -> None:
+                if log is not None:
+                    log.append(to_record(task, self.configs[i], r, target))
+            runner = make_runner("local", options=self._options())
             try:
-                for i, config in enumerate(self.configs):
-                    if worker is None or not worker.alive():
-                        worker = _Worker()
-                    msg = worker.measure({**base, "config": config, "prefix": f"c{i}_"},
-                                         self.compile_timeout, self.run_timeout)
-                    if msg.get("ok"):
-                        self._check_writable(values, msg["changed"])  # found out by the first run
-                        got = {n: np.load(folder / f"c{i}_{n}.npy", allow_pickle=False)
-                               for n in msg["changed"] + (["return"] if msg["returned"] else [])}
-                        if want is None:
-                            want, against = dict(got), f"config {i} {config}"
-                        got = {**{n: state[n] for n in want if n not in got and n in state}, **got}
-                        why = _wrong(got, want, self.outputs is not None, against, self.rtol)
-                        if why:
-                            msg = {"ok": False, "error": ErrorKind.WRONG_ANSWER.value, "message": why,
-                                   "compile_s": msg.get("compile_s")}
-                    for f in folder.glob(f"c{i}_*.npy"):
-                        f.unlink()
-                    results.append(MeasureResult(tuple(msg["costs"]) if msg.get("ok") else None,
-                                                 None if msg.get("ok") else ErrorKind(msg["error"]),
-                                                 msg.get("message", ""), msg.get("compile_s")))
-                    self._record(key, config, results[-1])
+                results = measure_configs(spec, self.configs, folder, runner, threads=threads, expected=expected,
+                                          against=against, on_result=_InOrder(record), on_first=first)
             finally:
-                if worker is not None:
-                    worker.kill()
+                runner.close()
         times = [r.median for r in results]
         self.results[key], self.timings[key] = results, times
         if not any(r.ok for r in results):
@@ -538,14 +343,77 @@ class NumbaAutotuner:
             raise AutotuneError(f"autotune_numba found no working config of {self.fn.__name__} for key {key}: {lines}")
         self.best[key] = self.configs[int(np.argmin(times))]
 
-    def _record(self, key: tuple, config: Mapping[str, Any], r: MeasureResult) -> None:
-        if self.log is None:
-            return
-        line = {"kernel": self.fn.__qualname__, "key": [list(k) if isinstance(k, tuple) else k for k in key],
-                "config": dict(config), "error": r.error.value if r.error else None, "message": r.message,
-                "costs": list(r.costs) if r.costs else None, "compile_s": r.compile_seconds, "timestamp": r.timestamp}
-        with open(self.log, "a") as f:
-            f.write(json.dumps(line, default=lambda v: v.item() if isinstance(v, np.generic) else str(v)) + "\n")
+
+# ---- replaying a log's records ------------------------------------------------------------------
+
+def trusted_sources(trusted: Iterable[Any] = ()) -> dict[str, Any]:
+    """The kernel sources a replay may compile, by SHA-256: from `trusted` (autotune_numba
+    objects, plain kernel functions, "module:function" names, SHA-256 hex digests) and the
+    environment variable AUTOTUNE_TRUSTED_KERNELS (comma-separated names and digests). Each maps
+    to what vouched for it (None for a bare digest). AutotuneError for a name that does not import.
+
+    >>> trusted_sources(["ab" * 32]) == {"ab" * 32: None}
+    True
+    """
+    items = list(trusted) + trusted_kernels()
+    out: dict[str, Any] = {}
+    for t in items:
+        if isinstance(t, str):
+            if re.fullmatch(r"[0-9a-fA-F]{64}", t):
+                out.setdefault(t.lower(), None)
+                continue
+            module, _, attr = t.partition(":")
+            try:
+                t = functools.reduce(getattr, attr.split("."), importlib.import_module(module))
+            except (ImportError, AttributeError, ValueError) as e:
+                raise AutotuneError(f"{t!r} in {TRUST_ENV} or trusted= is neither a SHA-256 hex digest nor an "
+                                    f"importable module:function ({type(e).__name__}: {e})") from None
+        fn = t.fn if isinstance(t, NumbaAutotuner) else t
+        if not callable(fn):
+            raise AutotuneError(f"trusted kernels are functions, autotune_numba objects or SHA-256 digests, got {t!r}")
+        out[source_sha256(kernel_source(fn))] = t
+    return out
+
+
+def replay_record(rec: Record, runner: Runner, *, trusted: Mapping[str, Any],
+                  records: Sequence[Record] = ()) -> MeasureResult | str:
+    """Rebuild, re-verify and time the hand-written kernel of a record (`rec.numba`) with `runner`,
+    only if its source's SHA-256 is in `trusted` (trusted_sources); else the one-line reason it
+    is not replayable here (nothing compiled). It runs on seeded random arguments of the recorded
+    shapes and dtypes, checked against the vouching kernel's reference when it has one, else against
+    the earliest successful config of its key in `records` (when that is another config).
+
+    >>> replay_record(rec, runner, trusted=trusted_sources([my_kernel]), records=records)  # doctest: +SKIP
+    """
+    spec = check_spec(dict(rec.numba or {}))
+    sha = spec["sha256"]
+    if sha not in trusted:
+        return NOT_REPLAYABLE
+    voucher = trusted[sha]
+    reference = None
+    if voucher is not None:  # the user's own kernel: its globals (the log's constants are not needed)
+        fn = voucher.fn if isinstance(voucher, NumbaAutotuner) else voucher
+        spec = check_spec({**spec, "globals": kernel_globals(fn, set(spec["constants"]))})
+        reference = voucher.reference if isinstance(voucher, NumbaAutotuner) else None
+    config = rec.validated_config()
+    configs: list[Mapping[str, Any]] = [config]
+    if reference is None:
+        ok = sorted((r for r in records if r.key == rec.key and r.ok and not r.retimed), key=lambda r: r.timestamp)
+        if ok and ok[0].config_key() != rec.config_key():
+            configs.insert(0, ok[0].validated_config())
+    values = random_arguments(spec)
+    with tempfile.TemporaryDirectory(prefix="autotune_numba_replay_") as tmp:
+        folder = Path(tmp)
+        for a, v in zip(spec["args"], values):
+            if "array" in a:
+                np.save(folder / f"arg_{a['name']}.npy", v, allow_pickle=False)
+        expected, against = None, ""
+        if reference is not None:
+            expected = save_expected(expected_outputs(reference, spec, values), folder)
+            against = f"the reference {getattr(reference, '__name__', '')}".rstrip()
+        results = measure_configs(spec, configs, folder, runner, threads=rec.threads, expected=expected,
+                                  against=against)
+    return results[-1]
 
 
 def autotune_numba(*, configs: Sequence[Mapping[str, Any]], key: Sequence[str], reference: Callable[..., Any] | None = None,
@@ -578,6 +446,3 @@ def autotune_numba(*, configs: Sequence[Mapping[str, Any]], key: Sequence[str], 
                               compile_timeout=compile_timeout, run_timeout=run_timeout, rtol=rtol, log=log)
     return wrap
 
-
-if __name__ == "__main__":
-    _serve()

@@ -49,6 +49,7 @@ MAX_CONFIG_KNOBS, MAX_LIST = 256, 64  # knobs of a config; items of a list in a 
 MAX_THREADS = 4096  # threads a record may name
 MAX_NAME, MAX_TEXT, MAX_DIMS, MAX_TARGET = 64, 256, 16, 32  # names, other strings, shape dims, target entries
 MAX_DEFINITION = 1 << 16  # JSON text of a definition (autotune.ir.serialize.MAX_BYTES)
+MAX_NUMBA = 1 << 17  # JSON text of a hand-written kernel's data (its source at most 64 KiB)
 # what a Log holds of one file: each record counted as RECORD_OVERHEAD bytes, plus LINE_FACTOR times
 # its line's length, plus ELEMENT_BYTES per number or string in its costs, config and target (more
 # than its Python objects take: 100 MiB were measured for 60k records of 432 bytes, counted 225 MiB)
@@ -90,6 +91,10 @@ class Record:
     # a finalist's re-timing in alternating rounds (its costs: each round's median), after a tuning
     # run or by `autotune retime`; best_per_task prefers re-timings
     retimed: bool = False
+    # a hand-written Numba kernel's data (autotune.codegen.handwritten: its source, globals, argument
+    # shapes and dtypes), for autotune_numba's records; None otherwise. Its source is code: nothing
+    # compiles it unless the user vouches for it (autotune.numba_tune.replay_record)
+    numba: Mapping[str, Any] | None = None
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -124,7 +129,8 @@ class Record:
                 **({"definition": dict(self.definition)} if self.definition is not None else {}),
                 **({"kernel": self.kernel} if self.kernel is not None else {}),
                 **({"contention": dict(self.contention)} if self.contention is not None else {}),
-                **({"retimed": True} if self.retimed else {})}
+                **({"retimed": True} if self.retimed else {}),
+                **({"numba": dict(self.numba)} if self.numba is not None else {})}
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
@@ -204,6 +210,15 @@ class Record:
         retimed = d.get("retimed", False)
         if not isinstance(retimed, bool):
             raise RecordError("field 'retimed' must be true or false")
+        numba = d.get("numba")
+        if numba is not None:
+            if len(json.dumps(numba, separators=(",", ":"))) > MAX_NUMBA:
+                raise RecordError(f"field 'numba' is longer than {MAX_NUMBA} bytes of JSON")
+            from autotune.codegen.handwritten import SpecError, check_spec
+            try:
+                numba = check_spec(numba)
+            except SpecError as e:
+                raise RecordError(f"field 'numba' is no kernel data: {e}") from None
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
@@ -217,14 +232,20 @@ class Record:
                    compile_seconds=cs, timestamp=float(d["ts"]) if _number(d.get("ts")) else 0.0,
                    target=target if isinstance(target, dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
-                   definition=definition, kernel=kernel, contention=contention, retimed=retimed)
+                   definition=definition, kernel=kernel, contention=contention, retimed=retimed, numba=numba)
 
     # ---- validation against the operator's space ----------------------------------------------
     def task(self):  # type: ignore[no-untyped-def]
         """The Task of this record, after checking the operator, shape and dtype. A record with a
         definition makes its operator known from that data (validated first: autotune.definition)."""
-        from autotune.task import Task
+        from autotune.task import NumbaTask, Task
         try:
+            if self.numba is not None:  # data only: a NumbaTask is never built from a record on its own say-so
+                from autotune.codegen.handwritten import check_spec
+                task = NumbaTask.of(check_spec(dict(self.numba)), self.threads)
+                if task.key() != self.key:
+                    raise AutotuneError(f"its key {self.key} is not its kernel's ({task.key()})")
+                return task
             if self.definition is not None:
                 from autotune.definition import register_definition
                 register_definition(self.op, self.definition)

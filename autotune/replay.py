@@ -41,9 +41,15 @@ class ReplayRow:
 
 
 def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner | None = None,
-               threads: int | None = None, any_target: bool = False) -> list[ReplayRow]:
+               threads: int | None = None, any_target: bool = False, trusted: Sequence[Any] = ()) -> list[ReplayRow]:
     """Re-verify and re-time the best kernel of every task of a log. Records measured on a machine
-    of another ISA are left out unless any_target=True (then with a warning)."""
+    of another ISA are left out unless any_target=True (then with a warning).
+
+    A hand-written Numba kernel's record (autotune_numba) carries source code: it is rebuilt only
+    when its source is vouched for by `trusted` (its kernel function or autotune_numba object,
+    "module:function" names, SHA-256 digests of trusted sources) or the AUTOTUNE_TRUSTED_KERNELS
+    environment variable (autotune.numba_tune.trusted_sources); else its row says in one line that
+    it is not replayable here, and the other records replay."""
     records = load_records(log) if isinstance(log, (str, os.PathLike)) else list(log)
     here = current_target(threads or 1)
     usable = from_target(records, here, any_target=any_target)
@@ -54,8 +60,12 @@ def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner
     rows: list[ReplayRow] = []
     inputs: list[MeasureInput] = []
     keep: list[tuple[str, Record, Task]] = []
+    handwritten: list[tuple[str, Record]] = []
     for key in sorted(fastest):  # a task with no valid record gets a row saying why
         rec = best.get(key, fastest[key])
+        if rec.numba is not None and key in best:  # source code: replayed only if vouched for (below)
+            handwritten.append((key, rec))
+            continue
         try:
             task = rec.task()
             if threads is not None:
@@ -72,6 +82,17 @@ def replay_log(log: str | os.PathLike[str] | Sequence[Record], *, runner: Runner
         runner = make_runner("local")
     try:
         results: list[MeasureResult] = runner.run(inputs) if inputs else []
+        if handwritten:
+            from autotune.numba_tune import replay_record, trusted_sources
+            vouched = trusted_sources(trusted)
+            for key, rec in handwritten:
+                got = replay_record(rec, runner, trusted=vouched, records=usable)
+                if isinstance(got, str):
+                    rows.append(ReplayRow(key, rec, 1.0 / rec.seconds, None, got, "calls/s"))
+                else:
+                    rows.append(ReplayRow(key, rec, 1.0 / rec.seconds, 1.0 / got.median if got.ok else None,
+                                          None if got.ok else f"{got.error.value}: {(got.message.splitlines() or [''])[0]}",  # type: ignore[union-attr]
+                                          "calls/s"))
     finally:
         if own:
             runner.close()

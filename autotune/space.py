@@ -56,6 +56,11 @@ MISSES_BEFORE_ENUMERATING = 200
 ENUMERATE_LIMIT = 200_000
 
 
+def fit(cands: Sequence[int], n: int) -> list[int]:
+    """Candidates no larger than needed for extent n (keeps the smallest that covers n)."""
+    return sorted({c for c in cands if c < n} | {min([c for c in cands if c >= n], default=max(cands))})
+
+
 class Knob:
     """One dimension of a space. Subclasses define the values it may take."""
     name: str

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import random
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -31,8 +32,9 @@ from autotune.errors import AutotuneError, ShapeError
 from autotune.ir.expr import input_tensors
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
-from templates import HIDDEN, TEMPLATES, get_template
-from templates.base import CodegenOptions, Template, argument_dims
+from templates import get_template, is_library
+from autotune.codegen.options import CodegenOptions
+from templates.base import Template, argument_dims
 
 DTYPES = ("float32", "float64")
 
@@ -56,7 +58,7 @@ def task_key(op: str, shape: Iterable[tuple[str, int]], dtype: str, threads: int
     'row_dot|X0=6,X1=4,W0=4|float32|threads=1'
     """
     items = list(shape)
-    if op not in TEMPLATES and op not in HIDDEN:
+    if not is_library(op):
         order = argument_dims(k for k, _ in items)
         if order is not None and len(order) == len(items):
             value = dict(items)
@@ -237,6 +239,8 @@ class Task:
     @classmethod
     def from_data(cls, d: Mapping[str, Any]) -> "Task":
         """The task of to_data()'s output (a definition in it is untrusted: validated before use)."""
+        if d.get("numba") is not None:  # a hand-written Numba kernel: data, built only if vouched for
+            return NumbaTask.from_data(d)
         if d.get("definition") is not None:
             from autotune.definition import register_definition
             register_definition(d["op"], d["definition"])
@@ -337,3 +341,99 @@ class Task:
         kw = {p.name for p in inspect.signature(t.reference).parameters.values() if p.kind is p.KEYWORD_ONLY}
         extra = {k: v for k, v in self.shape if k in t.extra_dims or k in kw}
         return t.reference(*inputs, **extra)
+
+
+class NumbaSpace:
+    """The configs of a hand-written Numba kernel: its config constants set to bools, ints, floats
+    or short strings (autotune.codegen.handwritten.check_config)."""
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        self.spec = spec
+
+    def validate(self, values: Mapping[str, Any]) -> Config:
+        from autotune.codegen.handwritten import check_config
+        return Config(check_config(self.spec, values))
+
+    from_json = validate
+
+
+@dataclass(frozen=True)
+class NumbaTask(Task):
+    """A user's hand-written Numba kernel (autotune.autotune_numba) at one key: op
+    "numba:<name>:<source hash>", shape the key's array dims and int values. `kernel` is its data
+    (autotune.codegen.handwritten, canonical JSON), so it travels to workers and logs as data;
+    `run` (JSON, not part of its identity) tells a measuring worker where the arguments and
+    expected outputs are: {"dir", "prefix", "expected": {name: file} or null, "against"}.
+
+    SECURITY: `build` compiles the kernel's source; a task made from a log (Record.task) may be
+    looked at, never built, unless the user vouched for its source (autotune.numba_tune).
+
+    Example::
+
+        >>> from autotune.codegen.handwritten import check_spec
+        >>> spec = check_spec({"name": "f", "source": "def f(x):\\n    x[0] = C\\n", "globals": {}, "constants": ["C"],
+        ...     "args": [{"name": "x", "array": {"shape": [4], "dtype": "float64"}}], "key": ["x"], "outputs": None,
+        ...     "restore": [], "zero": [], "fastmath": False, "rtol": None})
+        >>> t = NumbaTask.of(spec, threads=1)
+        >>> t.key().split("|")[1:], t.speed_unit(), Task.from_data(t.to_data()) == t
+        (['x0=4', 'float64', 'threads=1'], (1.0, 'calls/s'), True)
+    """
+    kernel: str = "{}"
+    run: str = field(default="{}", compare=False)
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any], threads: int = 1, run: Mapping[str, Any] | None = None) -> "NumbaTask":
+        """The task of checked kernel data (handwritten.check_spec)."""
+        from autotune.codegen.handwritten import canonical, op_name
+        shape: list[tuple[str, int]] = []
+        for a in spec["args"]:
+            if a["name"] not in spec["key"]:
+                continue
+            if "array" in a:
+                shape += [(f"{a['name']}{d}", n) for d, n in enumerate(a["array"]["shape"])]
+            elif isinstance(a["value"], int) and not isinstance(a["value"], complex):
+                shape.append((a["name"], int(a["value"])))
+        dtypes = [a["array"]["dtype"] for a in spec["args"] if "array" in a]
+        return cls(op_name(spec), tuple(shape), dtypes[0] if dtypes else "none", threads,
+                   kernel=canonical(spec), run=json.dumps(dict(run or {})))
+
+    @classmethod
+    def from_data(cls, d: Mapping[str, Any]) -> "NumbaTask":
+        """The task of to_data()'s output; the kernel data is checked (never compiled here)."""
+        from autotune.codegen.handwritten import check_spec
+        return cls.of(check_spec(d["numba"]), int(d["threads"]), d.get("numba_run") or {})
+
+    def to_data(self) -> dict[str, Any]:
+        return {"op": self.op, "shape": self.shape_dict, "dtype": self.dtype, "threads": self.threads,
+                "numba": self.spec, "numba_run": self.run_data}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return json.loads(self.kernel)  # type: ignore[no-any-return]
+
+    @property
+    def run_data(self) -> dict[str, Any]:
+        return json.loads(self.run)  # type: ignore[no-any-return]
+
+    @property
+    def template(self) -> Template:
+        raise AutotuneError(f"{self.op} is a hand-written Numba kernel: it has no template")
+
+    def space(self) -> NumbaSpace:  # type: ignore[override]
+        return NumbaSpace(self.spec)
+
+    def presets(self) -> list[Config]:
+        return []
+
+    def flops(self) -> float:
+        return 0.0
+
+    def speed_unit(self) -> tuple[float, str]:
+        return speed_unit(0.0)
+
+    def build(self, cfg: Config | Mapping[str, Any]) -> Any:  # type: ignore[override]
+        """The compiled kernel of a config (autotune.codegen.handwritten.build): only for a kernel
+        whose source the user vouched for (see the class docstring)."""
+        from autotune.codegen.handwritten import build
+        spec = self.spec
+        return build(spec, self.space().validate(cfg))

@@ -118,6 +118,78 @@ def record_to_result(r: Record) -> MeasureResult:
                          contention=r.contention, retimed=r.retimed)
 
 
+@dataclass
+class _RunState:
+    """One run's counters (TuneResult's), its best so far, the streaks that end it early, and the
+    configs to measure again after an infrastructure fault."""
+    t0: float = field(default_factory=time.perf_counter)
+    best: float = math.inf
+    best_cfg: Config | None = None
+    history: list[tuple[float, float]] = field(default_factory=list)  # (elapsed s, best s so far)
+    measured: int = 0
+    resumed: int = 0
+    errors: int = 0
+    infrastructure: int = 0
+    duplicates: int = 0
+    timed: int = 0
+    noisy: int = 0
+    since_improvement: int = 0  # trials since the best last improved
+    infra_batches: int = 0      # batches in a row of nothing but infrastructure faults
+    idle: int = 0               # rounds in a row whose every proposal another tuner held
+    twin_rounds: int = 0        # rounds in a row of nothing but twins of measured kernels
+    retry: list[Config] = field(default_factory=list)
+    infra_tries: dict[Config, int] = field(default_factory=dict)
+
+    def count(self, c: Config, r: MeasureResult) -> None:
+        """Count one trial (a verdict on its config)."""
+        self.measured += 1
+        self.timed += r.ok
+        self.noisy += r.ok and r.noisy
+        if r.ok and r.median < self.best:
+            self.best, self.best_cfg, self.since_improvement = r.median, c, 0
+        else:
+            self.since_improvement += 1
+        self.errors += r.error is not None
+        self.history.append((time.perf_counter() - self.t0, self.best))
+
+
+class _Kernels:
+    """A run's configs by kernel: each config's kernel key (None: its own kernel), each kernel's
+    first measurement by key, each kernel's measurement under its first config (`own`: the
+    finalists' pool), and the configs done."""
+
+    def __init__(self, work_out: Callable[[Sequence[Config]], list[str | None]]) -> None:
+        self.work_out = work_out
+        self.keys: dict[Config, str | None] = {}
+        self.measured: dict[str, tuple[Config, MeasureResult]] = {}
+        self.own: dict[Config, MeasureResult] = {}
+        self.done: set[Config] = set()
+
+    def learn(self, cs: Iterable[Config]) -> None:
+        """Work out the kernel keys of the configs not known yet, all in one request."""
+        missing = [c for c in dict.fromkeys(cs) if c not in self.keys]
+        if missing:
+            self.keys.update(zip(missing, self.work_out(missing)))
+
+    def key(self, c: Config) -> str | None:
+        self.learn([c])
+        return self.keys[c]
+
+    def add(self, pairs: Sequence[tuple[Config, MeasureResult]]) -> None:
+        """Mark measured configs done, under their kernels (a kernel's first config keeps its result)."""
+        for c, r in pairs:
+            if r.kernel is not None:  # read back from the log (this tuner's or another's)
+                self.keys.setdefault(c, r.kernel)
+        self.learn(c for c, _ in pairs)
+        for c, r in pairs:
+            self.done.add(c)
+            k = self.key(c)
+            if k is not None and k not in self.measured:
+                self.measured[k] = (c, r)
+            if k is None or self.measured[k][0] == c:
+                self.own[c] = r if c not in self.own else most_trusted([self.own[c], r]) or r
+
+
 class Tuner:
     """Runs a strategy against a runner for one task, logging every measurement."""
 
@@ -162,133 +234,129 @@ class Tuner:
             return [(c, r) for c, r in self.resume() if c not in known]
 
     def run(self, options: TuneOptions = TuneOptions()) -> TuneResult:
-        t0 = time.perf_counter()
-        best_cfg: Config | None = None
-        best = math.inf
-        previous = self.resume()
-        done = {c for c, _ in previous}
-        resumed = len(previous)
-        measured = errors = infrastructure = 0
-        since_improvement = 0
-        history: list[tuple[float, float]] = []
-
+        s = _RunState()
         backend = backend_of(self.task)
-        kernel_keys: dict[Config, str | None] = {}
-        measured_kernels: dict[str, tuple[Config, MeasureResult]] = {}  # kernel key -> its measurement
-        own: dict[Config, MeasureResult] = {}  # each kernel's measurement, under its first config
-        timed = noisy = 0
-
-        def learn_keys(cs: Iterable[Config]) -> None:
-            """Work out the kernel keys of the configs not known yet, all in one request."""
-            missing = [c for c in dict.fromkeys(cs) if c not in kernel_keys]
-            if missing:
-                kernel_keys.update(zip(missing, self._kernel_keys(backend, missing)))
-
-        def kernel_key(c: Config) -> str | None:
-            learn_keys([c])
-            return kernel_keys[c]
-
-        def take(pairs: Sequence[tuple[Config, MeasureResult]]) -> None:
-            nonlocal best, best_cfg
-            if pairs:
-                self.strategy.update([c for c, _ in pairs], [r for _, r in pairs])
-            for c, r in pairs:
-                if r.kernel is not None:  # read back from the log (this tuner's or another's)
-                    kernel_keys.setdefault(c, r.kernel)
-            learn_keys(c for c, _ in pairs)
-            for c, r in pairs:
-                done.add(c)
-                k = kernel_key(c)
-                if k is not None and k not in measured_kernels:
-                    measured_kernels[k] = (c, r)
-                if k is None or measured_kernels[k][0] == c:
-                    own[c] = r if c not in own else most_trusted([own[c], r]) or r
-                if r.ok and r.median < best:
-                    best, best_cfg = r.median, c
-        take(previous)
-        key = self.task.key()
+        kernels = _Kernels(lambda cs: self._kernel_keys(backend, cs))
+        previous = self.resume()
+        s.resumed = len(previous)
+        self._take(previous, s, kernels)
         claims = Claims(self.log.path) if self.log is not None else None
-        retry: list[Config] = []
-        infra_tries: dict[Config, int] = {}
-        infra_batches = idle = twin_rounds = duplicates = 0
-        while measured < options.trials:
-            if options.timeout_s is not None and time.perf_counter() - t0 > options.timeout_s:
-                break
-            if options.early_stopping is not None and since_improvement >= options.early_stopping:
-                break
-            n = min(options.batch, options.trials - measured)
-            configs, retry = retry[:n], retry[n:]
-            first = [c for c in self.initial if c not in done and c not in configs][:n - len(configs)]
-            self.initial = [c for c in self.initial if c not in first and c not in done]
-            configs += first
-            if n > len(configs):
-                configs += self.strategy.propose(n - len(configs)) or []
-            configs = [c for c in dict.fromkeys(configs) if c not in done]
+        while s.measured < options.trials and not self._stop_early(options, s):
+            configs = self._next_batch(min(options.batch, options.trials - s.measured), s, kernels)
             if not configs:
                 break
-            learn_keys(configs)
-            configs, twins, batch_twins = self._without_twins(configs, kernel_key, measured_kernels)
-            take(twins)
-            duplicates += len(twins)
-            twin_rounds = 0 if configs else twin_rounds + 1
+            configs, batch_twins = self._skip_twins(configs, s, kernels)
             if not configs:
-                if twin_rounds >= TWIN_ROUNDS:
+                if s.twin_rounds >= TWIN_ROUNDS:
                     break
                 continue
-            if claims is not None:
-                granted = set(claims.claim(key, [c.key() for c in configs],
-                                           logged=lambda: {c.key() for c, _ in self._logged_since(set())}))
-                if len(granted) < len(configs):  # another tuner has (or had) some: take what it logged
-                    late = self._logged_since(done)
-                    take(late)
-                    resumed += len(late)
-                configs = [c for c in configs if c.key() in granted]
-                if not configs:
-                    idle += 1
-                    if idle >= IDLE_ROUNDS:
-                        break
-                    continue
-            idle = 0
-            results = self._measure(configs, claims, kernel_key)
-            verdicts = [(c, r) for c, r in zip(configs, results) if not r.infrastructure]
-            faults = [(c, r) for c, r in zip(configs, results) if r.infrastructure]
-            for c, r in verdicts:
-                measured += 1
-                timed += r.ok
-                noisy += r.ok and r.noisy
-                if r.ok and r.median < best:
-                    best, best_cfg, since_improvement = r.median, c, 0
-                else:
-                    since_improvement += 1
-                errors += r.error is not None
-                history.append((time.perf_counter() - t0, best))
-            for c, _ in faults:
-                infrastructure += 1
-                infra_tries[c] = infra_tries.get(c, 0) + 1
-                if infra_tries[c] <= INFRA_RETRIES:
-                    retry.append(c)
-            infra_batches = infra_batches + 1 if faults and not verdicts else 0
-            if infra_batches >= INFRA_BATCHES:
-                raise AutotuneError(f"tuning {key} stopped: {INFRA_BATCHES} batches in a row failed on the "
-                                    f"measuring infrastructure, not on their configs: {faults[0][1].message}")
-            by_config = dict(verdicts)
-            late_twins = [(c, by_config[t]) for c, t in batch_twins if t in by_config]
-            duplicates += len(late_twins)
-            if verdicts or late_twins:
-                take(verdicts + late_twins)
-                vc, vr = [c for c, _ in verdicts], [r for _, r in verdicts]
-                for cb in self.callbacks:
-                    cb(self.task, vc, vr)
-        retimed = retime_finalists(self.task, own.items(), self.runner, options.finalists)
+            configs = self._claim(configs, claims, s, kernels)
+            if not configs:
+                if s.idle >= IDLE_ROUNDS:
+                    break
+                continue
+            results = self._measure(configs, claims, kernels.key)
+            self._record(configs, results, batch_twins, s, kernels)
+        return self._finish(options, s, kernels)
+
+    @staticmethod
+    def _stop_early(options: TuneOptions, s: _RunState) -> bool:
+        """Out of time, or no improvement for options.early_stopping trials."""
+        if options.timeout_s is not None and time.perf_counter() - s.t0 > options.timeout_s:
+            return True
+        return options.early_stopping is not None and s.since_improvement >= options.early_stopping
+
+    def _next_batch(self, n: int, s: _RunState, kernels: _Kernels) -> list[Config]:
+        """Up to n configs not done yet: those to measure again first, then the initial ones, then
+        the strategy's proposals."""
+        configs, s.retry = s.retry[:n], s.retry[n:]
+        first = [c for c in self.initial if c not in kernels.done and c not in configs][:n - len(configs)]
+        self.initial = [c for c in self.initial if c not in first and c not in kernels.done]
+        configs += first
+        if n > len(configs):
+            configs += self.strategy.propose(n - len(configs)) or []
+        return [c for c in dict.fromkeys(configs) if c not in kernels.done]
+
+    def _skip_twins(self, configs: list[Config], s: _RunState,
+                    kernels: _Kernels) -> tuple[list[Config], list[tuple[Config, Config]]]:
+        """The configs to measure; twins of kernels measured before take their result now, twins of
+        a config in this batch (returned with it) take its result once it is measured."""
+        kernels.learn(configs)
+        configs, twins, batch_twins = self._without_twins(configs, kernels.key, kernels.measured)
+        self._take(twins, s, kernels)
+        s.duplicates += len(twins)
+        s.twin_rounds = 0 if configs else s.twin_rounds + 1
+        return configs, batch_twins
+
+    def _claim(self, configs: list[Config], claims: Claims | None, s: _RunState, kernels: _Kernels) -> list[Config]:
+        """The configs this tuner may measure; what another tuner logged meanwhile is taken from the log."""
+        if claims is not None:
+            granted = set(claims.claim(self.task.key(), [c.key() for c in configs],
+                                       logged=lambda: {c.key() for c, _ in self._logged_since(set())}))
+            if len(granted) < len(configs):  # another tuner has (or had) some: take what it logged
+                late = self._logged_since(kernels.done)
+                self._take(late, s, kernels)
+                s.resumed += len(late)
+            configs = [c for c in configs if c.key() in granted]
+            if not configs:
+                s.idle += 1
+                return configs
+        s.idle = 0
+        return configs
+
+    def _record(self, configs: Sequence[Config], results: Sequence[MeasureResult],
+                batch_twins: Sequence[tuple[Config, Config]], s: _RunState, kernels: _Kernels) -> None:
+        """Count a measured batch, queue its infrastructure faults to be measured again, and give
+        its verdicts (and their twins in the batch) to the strategy and the callbacks."""
+        verdicts = [(c, r) for c, r in zip(configs, results) if not r.infrastructure]
+        faults = [(c, r) for c, r in zip(configs, results) if r.infrastructure]
+        for c, r in verdicts:
+            s.count(c, r)
+        self._retry_faults(faults, bool(verdicts), s)
+        by_config = dict(verdicts)
+        late_twins = [(c, by_config[t]) for c, t in batch_twins if t in by_config]
+        s.duplicates += len(late_twins)
+        if verdicts or late_twins:
+            self._take(verdicts + late_twins, s, kernels)
+            vc, vr = [c for c, _ in verdicts], [r for _, r in verdicts]
+            for cb in self.callbacks:
+                cb(self.task, vc, vr)
+
+    def _retry_faults(self, faults: Sequence[tuple[Config, MeasureResult]], any_verdict: bool, s: _RunState) -> None:
+        """Queue configs lost to the infrastructure to be measured again (at most INFRA_RETRIES
+        times each); INFRA_BATCHES batches in a row of nothing but such faults stop the run."""
+        for c, _ in faults:
+            s.infrastructure += 1
+            s.infra_tries[c] = s.infra_tries.get(c, 0) + 1
+            if s.infra_tries[c] <= INFRA_RETRIES:
+                s.retry.append(c)
+        s.infra_batches = s.infra_batches + 1 if faults and not any_verdict else 0
+        if s.infra_batches >= INFRA_BATCHES:
+            raise AutotuneError(f"tuning {self.task.key()} stopped: {INFRA_BATCHES} batches in a row failed on the "
+                                f"measuring infrastructure, not on their configs: {faults[0][1].message}")
+
+    def _take(self, pairs: Sequence[tuple[Config, MeasureResult]], s: _RunState, kernels: _Kernels) -> None:
+        """Give measurements (this run's, resumed or twins') to the strategy and the bookkeeping."""
+        if pairs:
+            self.strategy.update([c for c, _ in pairs], [r for _, r in pairs])
+        kernels.add(pairs)
+        for c, r in pairs:
+            if r.ok and r.median < s.best:
+                s.best, s.best_cfg = r.median, c
+
+    def _finish(self, options: TuneOptions, s: _RunState, kernels: _Kernels) -> TuneResult:
+        """Re-time the finalists, log the re-timings and name the best."""
+        retimed = retime_finalists(self.task, kernels.own.items(), self.runner, options.finalists)
         for c, r in retimed:
-            self._log(c, r, kernel_key(c))
-            own[c] = most_trusted([own[c], r]) if r.ok else r  # a kernel that failed its re-check is out
-        pick = best_of(own.items())
+            self._log(c, r, kernels.key(c))
+            kernels.own[c] = most_trusted([kernels.own[c], r]) if r.ok else r  # a kernel that failed its re-check is out
+        pick = best_of(kernels.own.items())
         if pick is not None:
-            best_cfg, best = pick[0], pick[1].median
-        return TuneResult(self.task, best_cfg, best, measured, resumed, errors, time.perf_counter() - t0, history,
-                          infrastructure=infrastructure, duplicates=duplicates, timed=timed + len(retimed),
-                          noisy=noisy + sum(r.noisy for _, r in retimed), retimed=len(retimed))
+            s.best_cfg, s.best = pick[0], pick[1].median
+        return TuneResult(self.task, s.best_cfg, s.best, s.measured, s.resumed, s.errors, time.perf_counter() - s.t0,
+                          s.history, infrastructure=s.infrastructure, duplicates=s.duplicates,
+                          timed=s.timed + len(retimed), noisy=s.noisy + sum(r.noisy for _, r in retimed),
+                          retimed=len(retimed))
 
     def _kernel_keys(self, backend: Backend, configs: Sequence[Config]) -> list[str | None]:
         """The kernel keys of configs (None: unknown, the config is its own kernel): the runner's

@@ -13,15 +13,15 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from autotune.errors import AutotuneError
 from autotune.records import Record, RecordLog, best_per_task, from_target, load_records
+from autotune.registry import Registry
 from autotune.retime import FinalistOptions, retime_finalists
 from autotune.runner import ErrorKind, MeasureResult, Runner
 from autotune.search import Strategy, make_strategy
@@ -30,12 +30,20 @@ from autotune.task import Task
 from autotune.target import current_target
 from autotune.tuner import Callback, Tuner, TuneOptions, TuneResult, record_to_result, result_to_record
 
-# name -> "module:factory"; a factory takes the keyword options of make_runner it understands
-RUNNERS: dict[str, str] = {
-    "local": "measure.local:LocalRunner",
-    "ray": "measure.ray_runner:RayRunner",
-    "tpu_emulator": "measure.tpu_runner:TpuRunner",
-}
+
+class RunnerFactory(Protocol):
+    """How every runner is made by name: factory(options=..., address=...); a factory ignores what its
+    runner does not use (a runner class offers it as the classmethod `from_options`)."""
+
+    def __call__(self, *, options: Any = None, address: str | None = None) -> Runner: ...
+
+
+# name -> RunnerFactory, imported on first use (the CLI's --runner choices are its names)
+RUNNERS: Registry[RunnerFactory] = Registry("runner", {
+    "local": "measure.local:LocalRunner.from_options",
+    "ray": "measure.ray_runner:RayRunner.from_options",
+    "tpu_emulator": "autotune.backends.tpu.runner:TpuRunner.from_options",
+})
 
 
 @dataclass(frozen=True)
@@ -50,16 +58,24 @@ class Search:
 
 
 def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_model: str | None = None,
-                pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, seed: int = 0) -> Search:
+                pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, seed: int = 0,
+                exploration: float | None = None) -> Search:
     """The search for a task. A cost model (or a pretrained one) steers the evolutionary strategy;
     naming another strategy beside it is an error, never silently one of the two. The guided search
-    starts from the pretrained model, else from the backend's analytical prior (roofline=False: blind).
+    starts from the pretrained model, else from the backend's analytical prior (roofline=False: blind);
+    exploration: the share of its picks made at random instead of by the model (None: its default,
+    0.1; 0.0: the model's picks only), an error without a cost model.
 
     >>> from autotune.task import Task
     >>> make_search(Task.create("matmul", "32x32x32", threads=1), strategy="random").name
     'random'
     """
+    if exploration is not None and not 0.0 <= exploration <= 1.0:
+        raise AutotuneError(f"exploration must be a share between 0 and 1, got {exploration}")
     if cost_model is None and pretrained is None:
+        if exploration is not None:
+            raise AutotuneError("exploration is the share of a model-guided search's picks made at random: "
+                                "it needs a cost model (or a pretrained one)")
         return Search(make_strategy(strategy or "evolutionary", task.space(), seed=seed))
     if strategy is not None and strategy != "evolutionary":
         name = strategy if isinstance(strategy, str) else type(strategy).__name__
@@ -69,31 +85,19 @@ def make_search(task: Task, *, strategy: str | Strategy | None = None, cost_mode
     if cost_model in REGISTRY:
         REGISTRY[cost_model].check_available(cost_model)  # a missing package: an error before any measurement
     from autotune.search.guided import guided_search
-    search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, roofline=roofline, seed=seed)
+    search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, roofline=roofline, seed=seed,
+                                    **({} if exploration is None else {"epsilon": exploration}))
     return Search(search, (updater,))
-
-
-def _factory(name: str) -> Callable[..., Runner]:
-    if name not in RUNNERS:
-        raise AutotuneError(f"unknown runner {name!r}; choose one of {', '.join(RUNNERS)} or pass a Runner")
-    module, attr = RUNNERS[name].split(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
 
 
 def make_runner(runner: str | Runner | None = None, *, task: Task | None = None, options: Any = None,
                 address: str | None = None) -> Runner:
-    """A runner by name (one of RUNNERS), or the runner itself. None: the task's backend's runner
-    (local worker processes for CPU kernels). options: LocalRunnerOptions for "local" and "ray";
-    address: the Ray cluster for "ray" (default: a local Ray)."""
+    """A runner by name (one of RUNNERS; its factory gets options and address), or the runner itself.
+    None: the task's backend's runner (local worker processes for CPU kernels). options:
+    LocalRunnerOptions for "local" and "ray"; address: the Ray cluster for "ray" (default: a local Ray)."""
     if runner is not None and not isinstance(runner, str):
         return runner
-    name = runner or _backend_runner(task)
-    factory = _factory(name)
-    if name == "local":
-        return factory(options) if options is not None else factory()
-    if name == "ray":
-        return factory(address=address, **({"options": options} if options is not None else {}))
-    return factory()
+    return RUNNERS.get(runner or _backend_runner(task))(options=options, address=address)
 
 
 def _backend_runner(task: Task | None) -> str:
@@ -113,11 +117,11 @@ def _owned(runner: Runner, own: bool) -> Iterator[Runner]:
 def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None = None, dtype: str = "float32",
          threads: int | None = None, trials: int = 64, log: str | os.PathLike[str] | RecordLog | None = None,
          strategy: str | Strategy | None = None, cost_model: str | None = None,
-         pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, runner: str | Runner | None = None,
-         runner_options: Any = None, seed: int = 0, timeout_s: float | None = None,
-         early_stopping: int | None = None, batch: int = 8, presets: bool = True,
+         pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, exploration: float | None = None,
+         runner: str | Runner | None = None, runner_options: Any = None, seed: int = 0,
+         timeout_s: float | None = None, early_stopping: int | None = None, batch: int = 8, presets: bool = True,
          progress: bool | None = None, callbacks: Sequence[Callback] = (),
-         finalists: FinalistOptions = FinalistOptions()) -> TuneResult:
+         finalists: FinalistOptions | None = FinalistOptions()) -> TuneResult:
     """Tune one operator at one shape: the template's presets first (presets=False: the search's
     picks only), then the strategy's, logging every measurement; an existing log is resumed. A run
     in which no config ran correctly raises NoValidConfig (its `result` holds the run).
@@ -126,11 +130,13 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     log: a path or a RecordLog (each measurement is appended the moment it completes);
     strategy: a name from autotune.search.STRATEGIES or a Strategy; cost_model: a name from
     autotune.cost_model.MODELS, steering the evolutionary search (pretrained: a saved model to
-    start from; roofline=False: no analytical prior either); runner: a name from RUNNERS or a
-    Runner (None: the backend's own, local worker processes for CPU kernels); runner_options:
-    LocalRunnerOptions for a runner made here; progress: a progress bar (None: when stderr is a
-    terminal); finalists: the fastest candidates timed again in alternating rounds at the end, and
-    logged, before the best is named (autotune.retime; FinalistOptions(count=0, noisy_count=0): none).
+    start from; roofline=False: no analytical prior either; exploration: the share of its picks
+    made at random, see make_search); runner: a name from RUNNERS or a Runner (None: the backend's
+    own, local worker processes for CPU kernels; a Runner passed in is left open for the caller);
+    runner_options: LocalRunnerOptions for a runner made here; progress: a progress bar (None: when
+    stderr is a terminal); callbacks: called with (task, configs, results) after each measured
+    batch; finalists: the fastest candidates timed again in alternating rounds at the end, and
+    logged, before the best is named (autotune.retime; None: none).
 
     Example::
 
@@ -145,7 +151,9 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     if early_stopping is not None and early_stopping < 1:
         raise AutotuneError(f"early_stopping must be >= 1 (or None: never stop early), got {early_stopping}")
     search = make_search(task, strategy=strategy, cost_model=cost_model, pretrained=pretrained, roofline=roofline,
-                         seed=seed)
+                         seed=seed, exploration=exploration)
+    if finalists is None:
+        finalists = FinalistOptions(count=0, noisy_count=0)
     from autotune.progress import TuneProgress
     show = sys.stderr.isatty() if progress is None else progress
     own = runner is None or isinstance(runner, str)
@@ -288,5 +296,5 @@ def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     return Task.create(t, shape if shape is not None else t.default_shape, dtype, threads)
 
 
-__all__ = ["RUNNERS", "RetimeRow", "Search", "as_task", "make_runner", "make_search", "no_valid_config", "retime",
+__all__ = ["RUNNERS", "RetimeRow", "RunnerFactory", "Search", "as_task", "make_runner", "make_search", "no_valid_config", "retime",
            "tune"]

@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autotune.environment import settings, worker_env
 from autotune.errors import AutotuneError
@@ -76,6 +76,22 @@ class LocalRunnerOptions:
     start_attempts: int = 3  # starts of a worker before the batch is an infrastructure fault
     retime_protocol: TimingProtocol | None = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
     key_timeout: float = 30.0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "LocalRunnerOptions":
+        """Options from JSON data (what an entry point that does not import measure/ passes to
+        autotune.tuning.make_runner): TimingProtocol fields as objects.
+
+        >>> LocalRunnerOptions.from_json({"run_timeout": 4, "protocol": {"repeat": 3}}).protocol.repeat
+        3
+        """
+        fields = dict(d)
+        for k in ("protocol", "retime_protocol"):
+            if isinstance(fields.get(k), Mapping):
+                fields[k] = TimingProtocol(**fields[k])
+        if "timing_cores" in fields:
+            fields["timing_cores"] = tuple(fields["timing_cores"])
+        return cls(**fields)
 
 
 def _answer(m: dict[str, Any]) -> MeasureResult:
@@ -215,7 +231,16 @@ class _Worker:
 class LocalRunner:
     """Measures candidates on this machine in isolated worker processes."""
 
-    def __init__(self, options: LocalRunnerOptions = LocalRunnerOptions()) -> None:
+    @classmethod
+    def from_options(cls, *, options: LocalRunnerOptions | Mapping[str, Any] | None = None,
+                     address: str | None = None) -> LocalRunner:
+        """The runners' factory (autotune.tuning.RUNNERS): options (None: the defaults); address: unused."""
+        return cls(options) if options is not None else cls()
+
+    def __init__(self, options: LocalRunnerOptions | Mapping[str, Any] = LocalRunnerOptions()) -> None:
+        """options: LocalRunnerOptions, or their JSON form (LocalRunnerOptions.from_json)."""
+        if isinstance(options, Mapping):
+            options = LocalRunnerOptions.from_json(options)
         check_executable()  # a target this machine cannot run: one line, before any worker starts
         self.options = options
         self.n_compile = options.compile_workers or (os.cpu_count() or 1)

@@ -126,6 +126,12 @@ def _make_actor_class():  # type: ignore[no-untyped-def]
 class RayRunner:
     """Measures candidates across the nodes of a Ray cluster (a local one when address is None)."""
 
+    @classmethod
+    def from_options(cls, *, options: LocalRunnerOptions | None = None, address: str | None = None) -> RayRunner:
+        """The runners' factory (autotune.tuning.RUNNERS): each node's LocalRunnerOptions (None: the
+        defaults) and the cluster's address (None: a local Ray)."""
+        return cls(address, options) if options is not None else cls(address)
+
     def __init__(self, address: str | None = None, options: LocalRunnerOptions = LocalRunnerOptions(),
                  num_cpus: int | None = None, respawns: int = 3) -> None:
         self.ray = connect(address, num_cpus=num_cpus)

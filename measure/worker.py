@@ -5,7 +5,8 @@ driver's `WorkerSetup` (role, cores, timing lock, template modules, cache direct
 answered with {"ready": true} once the worker is set up, or {"ready": false, "message": ...}.
 Every later request is a compile, a measure, a retime (finalists checked again and timed in
 alternating rounds), or keys (the kernel key of each of some configs, answered one line per
-config); a template-free op's request carries its definition as data. Numba's variables come in the process
+config); a template-free op's request carries its definition as data, a hand-written Numba
+kernel's (autotune.autotune_numba) its source and arguments' description (measure.handwritten). Numba's variables come in the process
 environment (Numba reads them at import), so generated kernels get SLP vectorisation and
 512-bit vectors. A kernel that crashes takes down only this process. Started with `--parent PID`, a worker
 dies with its driver (die_with_parent), even while the driver has it stopped (SIGSTOP).
@@ -202,6 +203,9 @@ class _Worker:
 
     def measure(self, p: dict[str, Any]) -> dict[str, Any]:
         from measure.timing import TimingProtocol
+        if p.get("numba") is not None:  # a hand-written Numba kernel (autotune.autotune_numba)
+            from measure.handwritten import measure as measure_handwritten
+            return measure_handwritten(p, self._time)
         try:
             task = self.task(p)
         except Exception as e:
@@ -222,6 +226,9 @@ class _Worker:
         """Check each of p["configs"] again, then time them all in p["rounds"] alternating rounds:
         {"results": [one answer per config: costs are the median of each round]}."""
         from measure.timing import TimingProtocol, time_callable
+        if p.get("numba") is not None:  # hand-written kernels are not re-timed: their runs need the driver's files
+            return {"results": [{"ok": False, "error": "infrastructure",
+                                 "message": "a hand-written Numba kernel is not re-timed"}] * len(p["configs"])}
         try:
             task = self.task(p)
         except Exception as e:

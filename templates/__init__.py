@@ -46,24 +46,33 @@ may drop it, and the result is unspecified where NumPy's is NaN or Inf.
 from __future__ import annotations
 
 from autotune.errors import AutotuneError
-from templates.base import CodegenOptions, Template
+from autotune.codegen.options import CodegenOptions
+from autotune.registry import Registry
+from templates.base import Template
 from templates import matmul
 from templates import conv2d, depthwise_conv2d, pool2d
 from templates import batch_matmul, dense_bias_relu, layernorm, softmax
-from templates import tpu
+from autotune.backends.tpu import templates as tpu
 
-TEMPLATES: dict[str, Template] = {t.name: t for t in (matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE, pool2d.TEMPLATE,
-                                                    batch_matmul.TEMPLATE, dense_bias_relu.TEMPLATE, softmax.TEMPLATE,
-                                                    layernorm.TEMPLATE)}
+# name -> Template: every operator autotune can resolve, in one registry. Listed (`names()`, iteration,
+# `autotune list`): the operator library and templates registered with listed=True. Unlisted, resolvable
+# by name: the TPU kernel templates (autotune.backends.tpu.templates) and template-free ops
+# (@autotune.op, definitions read from logs).
+TEMPLATES: Registry[Template] = Registry("operator", {t.name: t for t in (
+    matmul.TEMPLATE, conv2d.TEMPLATE, depthwise_conv2d.TEMPLATE, pool2d.TEMPLATE, batch_matmul.TEMPLATE,
+    dense_bias_relu.TEMPLATE, softmax.TEMPLATE, layernorm.TEMPLATE)})
+for _name, _template in tpu.TPU_TEMPLATES.items():
+    TEMPLATES.register(_name, _template, listed=False)
+del _name, _template
 
 
 USER_MODULES: list[str] = []  # modules of templates registered at run time (workers import them)
 
 
-HIDDEN: dict[str, Template] = dict(tpu.TPU_TEMPLATES)  # library templates resolvable by name, not listed: the TPU kernels
-
-
-DERIVED: dict[str, Template] = {}  # template-free ops (@autotune.op, definitions read from logs): resolvable, not listed
+def is_library(name: str) -> bool:
+    """Whether `name` is a library operator: a listed template or a TPU kernel template (a template-free
+    op, registered unlisted, may not take its name)."""
+    return TEMPLATES.listed(name) or name in tpu.TPU_TEMPLATES
 
 
 def register(template: Template, module: str | None = None, *, listed: bool = True) -> Template:
@@ -73,15 +82,18 @@ def register(template: Template, module: str | None = None, *, listed: bool = Tr
     module (which registers the template again in the worker). Names in a log are only looked
     up, never imported, so a log cannot make autotune import code. Template-free ops
     (`@autotune.op` on a definition) need no module: workers get their definition as data.
+    listed=False: resolvable by name, not listed (a template-free op; it may replace another one).
     """
     if not isinstance(template, Template):
         raise AutotuneError(f"register() takes a Template, got {type(template).__name__}")
-    registry = TEMPLATES if listed else DERIVED
-    existing = TEMPLATES.get(template.name) or HIDDEN.get(template.name) or DERIVED.get(template.name)
+    name = template.name
+    existing = TEMPLATES.get(name, None)
+    library = is_library(name)
     if existing is not None and existing is not template and existing.define is not template.define \
-            and (listed or template.name in TEMPLATES or template.name in HIDDEN):
-        raise AutotuneError(f"an operator named {template.name!r} is already registered")
-    registry[template.name] = template
+            and (listed or library):
+        raise AutotuneError(f"an operator named {name!r} is already registered")
+    if listed or not library:  # an unlisted twin of a library operator leaves the library's entry
+        TEMPLATES.register(name, template, replace=True, listed=listed)
     if module == "__main__":  # a script: workers run it by path under another name (its main guard holds)
         import sys
         path = getattr(sys.modules["__main__"], "__file__", None)
@@ -92,13 +104,10 @@ def register(template: Template, module: str | None = None, *, listed: bool = Tr
 
 
 def get_template(name: str | Template) -> Template:
-    """A template by name (or the template itself)."""
+    """A template by name (or the template itself); an unknown name is an error listing the operators."""
     if isinstance(name, Template):
         return name
-    for registry in (TEMPLATES, HIDDEN, DERIVED):
-        if name in registry:
-            return registry[name]
-    raise AutotuneError(f"unknown operator {name!r}; known operators: {', '.join(sorted(TEMPLATES))}")
+    return TEMPLATES.get(name)
 
 
-__all__ = ["CodegenOptions", "DERIVED", "HIDDEN", "TEMPLATES", "Template", "USER_MODULES", "get_template", "register"]
+__all__ = ["CodegenOptions", "TEMPLATES", "Template", "USER_MODULES", "get_template", "is_library", "register"]

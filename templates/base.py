@@ -18,6 +18,7 @@ from autotune.errors import ShapeError
 from autotune.ir.expr import Tensor
 from autotune.ir.serialize import MAX_RANK
 from autotune.schedule import Schedule
+from autotune.codegen.options import CodegenOptions
 from autotune.space import Config, ConfigSpace
 
 Shape = dict[str, int]
@@ -231,17 +232,3 @@ def argument_dims(names: Iterable[str]) -> list[str] | None:
         return None
     have = set(names)
     return [f"{p}{d}" for p in inputs for d in range(MAX_RANK) if f"{p}{d}" in have]
-
-
-@dataclass(frozen=True)
-class CodegenOptions:
-    """Options a schedule passes to the code generator.
-
-    reassoc: let LLVM reassociate floating-point reductions (vectorised row sums); leave off for
-    kernels with scalar accumulators (it turns the k loop of a GEMM into gathers).
-    noalias: compile with the array arguments declared non-overlapping (NoAliasKernelPipeline): no
-    runtime alias checks and scalar fallbacks in every vectorized loop. Faster to compile for
-    kernels of many vectorized loops (the Winograd convolution), slower for some others.
-    """
-    reassoc: bool = False
-    noalias: bool = False

@@ -50,7 +50,8 @@ from autotune.errors import ShapeError
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
-from templates.base import CodegenOptions, Shape, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Shape, Template
 from autotune.target import Target, current
 from templates import conv2d_winograd as winograd
 from templates import gemm

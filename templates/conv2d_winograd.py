@@ -37,7 +37,7 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.target import Target
-from templates.base import CodegenOptions
+from autotune.codegen.options import CodegenOptions
 
 # (Bt, G, At) per m, exact
 MATRICES = {

@@ -21,7 +21,8 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
-from templates.base import CodegenOptions, Shape, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Shape, Template
 from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
 from autotune.target import Target, current
 from templates.gemm import fit as _fit

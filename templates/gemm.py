@@ -32,15 +32,10 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from autotune.schedule import Schedule
-from autotune.space import ChoiceKnob, ConfigSpace
+from autotune.space import ChoiceKnob, ConfigSpace, fit
 from autotune.target import Target, current
 
 Cfg = Mapping[str, Any]
-
-
-def fit(cands: Sequence[int], n: int) -> list[int]:
-    """Candidates no larger than needed for extent n (keeps the smallest that covers n)."""
-    return sorted({c for c in cands if c < n} | {min([c for c in cands if c >= n], default=max(cands))})
 
 
 def tile_knobs(shape: Mapping[str, int], dtype: str, mr: Sequence[int] = (1, 2, 4, 6, 8, 12),

@@ -21,7 +21,8 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import Config
-from templates.base import CodegenOptions, Shape, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Shape, Template
 from templates.softmax import row_space
 
 EPS = 1e-5

@@ -21,7 +21,8 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.target import Target
 from templates import gemm
-from templates.base import CodegenOptions, Shape, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Shape, Template
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:

@@ -44,7 +44,7 @@ _FEATURES: dict[str, dict] = {}
 def features_cache(task) -> dict:  # type: ignore[no-untyped-def]
     """The config -> features dict of a task, shared by the tests of a session: lowering a config
     is most of what a model-guided search costs, and a config's features never change (a
-    ModelScorer can take it as its `cache`, as measure.surrogate.compare shares one across seeds)."""
+    ModelScorer can take it as its `cache`, as measure.experiments.surrogate.compare shares one across seeds)."""
     return _FEATURES.setdefault(task.key(), {})
 
 
@@ -52,7 +52,7 @@ def cached_features(task, cfg):  # type: ignore[no-untyped-def]
     """config_features(task, cfg), computed once per session (an invalid schedule still raises)."""
     import numpy as np
 
-    from autotune.cost_model.features import config_features
+    from autotune.backends import config_features
     cache = features_cache(task)
     f = cache.get(cfg)
     if f is None or np.isnan(f).any():  # a scorer keeps NaNs for a config it could not lower

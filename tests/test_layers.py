@@ -1,12 +1,15 @@
 """The packages' layers: every module imports only its own layer or those below it, and no two
 modules import each other, even through a chain or inside a function. Read from the source (ast),
-so an import hidden in a function body counts as much as one at the top of a file.
+so an import hidden in a function body or under `if TYPE_CHECKING:` counts as much as one at the top
+of a file, and so does a string naming a project module ("autotune.backends.tpu.runner:TpuRunner", a
+registry's lazy entry, or "measure.local" given to importlib): a string import is an import.
 
 Layers, lowest first (autotune/, then templates/ and measure/ on top of the engine's parts):
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,23 +17,29 @@ PACKAGES = ("autotune", "templates", "measure")
 
 # module prefix -> layer; the longest matching prefix decides. Lower layers may not import higher ones.
 LAYERS: dict[str, int] = {
-    "autotune.errors": 0, "autotune.dtypes": 0, "autotune.environment": 0, "autotune.version": 0, "autotune.timing_lock": 0,
-    "autotune.isa": 0, "autotune.target": 0,  # the machine description: templates derive their tiles from it
+    "autotune.errors": 0, "autotune.registry": 0, "autotune.dtypes": 0, "autotune.environment": 0, "autotune.version": 0,
+    "autotune.timing_lock": 0, "autotune.isa": 0, "autotune.target": 0,  # the machine: templates derive their tiles from it
     "autotune.ir": 1,
     "autotune.schedule": 2,
     "autotune.codegen": 3,
     "autotune.space": 4,
     "autotune.backends.tpu.emulator": 4,  # a pure model of a TPU core, beneath the TPU templates
+    "autotune.backends.tpu.templates": 5,  # the TPU kernel templates, beside the CPU operator library
     "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
     "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
-    "autotune.backends": 6,  # the registry; the backends themselves sit with the cost models they feed
-    "autotune.cost_model": 7, "autotune.backends.cpu": 7, "autotune.backends.tpu": 7,
-    "autotune.search": 8,
-    "autotune.tuner": 9, "autotune.progress": 9, "autotune.retime": 9,
-    "autotune.tuning": 10,
-    "measure": 10,  # runners and experiments: on top of the engine, beside the assembly point
-    "autotune.api": 11, "autotune.cli": 11, "autotune.distributed": 11, "autotune.bench": 11,
-    "autotune.replay": 11, "autotune.report": 11, "autotune.model_commands": 11, "autotune.numba_tune": 11, "autotune.__main__": 11, "autotune": 12,
+    # the cost models: over feature rows and program graphs, knowing no backend's features
+    **{f"autotune.cost_model.{m}": 7 for m in ("base", "graph", "metrics", "evaluate", "xgb_model", "lgbm_model",
+                                                "gnn_model", "random_model")},
+    "autotune.backends": 8,  # each backend's features, graphs, priors and runner; the registry on top of them
+    "autotune.cost_model": 9,  # the registry of every cost model: the learned ones and the backends' priors
+    "autotune.search": 9,
+    "autotune.tuner": 10, "autotune.progress": 10, "autotune.retime": 10,
+    "autotune.tuning": 11,
+    "measure": 11,  # runners and experiments: on top of the engine, beside the assembly point
+    "autotune.api": 12, "autotune.cli": 12, "autotune.distributed": 12, "autotune.bench": 12,
+    "autotune.replay": 12, "autotune.report": 12, "autotune.model_commands": 12, "autotune.numba_tune": 12,
+    "autotune.backends.tpu.evaluate": 12,  # `autotune evaluate-tiles`
+    "autotune.__main__": 12, "autotune": 13,
 }
 # the assembly point and the entry points pick runners: the only engine modules that import measure/
 MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli")
@@ -49,17 +58,25 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+# a string import: "pkg.module:attribute" (a registry's lazy entry) anywhere, or "pkg.module" given to a
+# call (importlib.import_module, `python -m`); the whole string. A bare module name elsewhere is a name
+# (serialize.FORMAT = "autotune.definition" tags data), not an import.
+STRING_IMPORT = re.compile(r"^(?:autotune|templates|measure)(?:\.\w+)+(?::[\w.]+)?$")
+
+
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules a module imports anywhere in its body (not under `if TYPE_CHECKING`)."""
+    """The project modules a module imports anywhere in its body (under `if TYPE_CHECKING` too), and
+    those a string constant of it names in full (STRING_IMPORT)."""
     tree = ast.parse(path.read_text())
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for child in node.body for n in ast.walk(child)}
     pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    passed = {id(n) for call in ast.walk(tree) if isinstance(call, ast.Call)
+              for arg in [*call.args, *(k.value for k in call.keywords)] for n in ast.walk(arg)}
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and STRING_IMPORT.match(node.value):
+            module = node.value.partition(":")[0]
+            targets = [module] if module in known and (":" in node.value or id(node) in passed) else []
+        elif isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -144,4 +161,6 @@ def test_no_import_cycles() -> None:
 def test_the_walk_sees_the_project() -> None:
     graph = _graph()
     assert "autotune.tuning" in graph and "autotune.runner" in graph["autotune.tuning"]
-    assert _layer("autotune.cost_model.features") < _layer("autotune.search.evolutionary")
+    assert "measure.local" in graph["autotune.tuning"]  # a runner's lazy "module:attribute" entry
+    assert _layer("autotune.backends.cpu.features") < _layer("autotune.search.evolutionary")
+    assert _layer("autotune.cost_model.base") < _layer("autotune.backends.cpu.features")

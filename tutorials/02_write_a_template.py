@@ -15,7 +15,8 @@ from autotune import te
 from autotune.codegen import generate_source
 from autotune.space import ChoiceKnob, ConfigSpace, SplitKnob
 from templates import register
-from templates.base import CodegenOptions, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Template
 
 
 def define(shape, dtype):
@@ -58,11 +59,8 @@ def main() -> None:
     p.add_argument("--log", default="row_sum.jsonl")
     args = p.parse_args()
 
-    from autotune.search import make_strategy
+    import autotune
     from autotune.task import Task
-    from autotune.records import RecordLog
-    from autotune.tuner import Tuner, TuneOptions
-    from measure.local import LocalRunner
 
     task = Task.create("row_sum_half", "1000x512")
     print(task.space())
@@ -70,9 +68,7 @@ def main() -> None:
     sched, opts = task.schedule(cfg)
     print(generate_source(sched, reassoc=opts.reassoc))  # what this config generates
 
-    with LocalRunner() as runner:
-        result = Tuner(task, make_strategy("random", task.space()), runner, RecordLog(args.log)).run(
-            TuneOptions(trials=4 if args.fast else 16))
+    result = autotune.tune(op=task, trials=4 if args.fast else 16, log=args.log, strategy="random")
     print(f"best {result.best_gflops:.2f} GFLOP/s with {result.best_config.key()}")
 
     X = np.random.rand(1000, 512).astype(np.float32)

@@ -15,16 +15,11 @@ from autotune.replay import format_rows, load_best, replay_log
 
 
 def make_small_log(path: str) -> None:
-    from autotune.records import RecordLog
-    from autotune.search import make_strategy
-    from autotune.task import Task
-    from autotune.tuner import Tuner, TuneOptions
-    from measure.local import LocalRunner, LocalRunnerOptions
+    import autotune
+    from measure.local import LocalRunnerOptions
     from measure.timing import TimingProtocol
-    task = Task.create("matmul", "64x48x32")
     quick = LocalRunnerOptions(protocol=TimingProtocol(repeat=3, min_repeat_ms=5))  # each config timed briefly
-    with LocalRunner(quick) as runner:
-        Tuner(task, make_strategy("random", task.space()), runner, RecordLog(path)).run(TuneOptions(trials=2))
+    autotune.tune(op="matmul", shape="64x48x32", trials=2, log=path, strategy="random", runner_options=quick)
 
 
 def main() -> None:

@@ -11,13 +11,13 @@ The same from the shell: `autotune train-model LOG --model gnn --out g.json` and
 import argparse
 import os
 
-from autotune.cost_model import Dataset, make_model
+import autotune
+from autotune.backends import dataset_from_records
+from autotune.cost_model import make_model
 from autotune.cost_model.evaluate import evaluate
-from autotune.records import RecordLog, load_records
-from autotune.search import make_strategy
+from autotune.records import load_records
 from autotune.task import Task
-from autotune.tuner import Tuner, TuneOptions
-from measure.local import LocalRunner, LocalRunnerOptions
+from measure.local import LocalRunnerOptions
 from measure.timing import TimingProtocol
 
 
@@ -32,17 +32,15 @@ def main() -> None:
     if args.fast:  # few configs, each timed briefly (noisier numbers: a look at the workflow, not a result)
         options = LocalRunnerOptions(protocol=TimingProtocol(repeat=3, min_repeat_ms=5))
     if not os.path.exists(args.log):
-        with LocalRunner(options) as runner:
-            for s in shapes:  # measure random configs of each shape (real kernels, really timed)
-                task = Task.create("matmul", s, threads=1)
-                Tuner(task, make_strategy("random", task.space(), seed=1), runner, RecordLog(args.log)).run(
-                    TuneOptions(trials=trials))
+        for s in shapes:  # measure random configs of each shape (real kernels, really timed), nothing else
+            autotune.tune(op="matmul", shape=s, threads=1, trials=trials, log=args.log, strategy="random", seed=1,
+                          runner_options=options, presets=False, finalists=None)
     records = load_records(args.log)
     held_out = Task.create("matmul", shapes[-1], threads=1).key()
     train = [r for r in records if r.key != held_out]
     test = [r for r in records if r.key == held_out]
-    train_ds = Dataset.from_records(train, graphs=True)
-    test_ds = Dataset.from_records(test, graphs=True)
+    train_ds = dataset_from_records(train, graphs=True)
+    test_ds = dataset_from_records(test, graphs=True)
     print(f"training on {len(train_ds)} measurements of {len(set(train_ds.groups))} shapes; "
           f"testing on {len(test_ds)} of {held_out}")
     for kind in ("gnn", "xgb", "random"):

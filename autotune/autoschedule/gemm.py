@@ -11,8 +11,8 @@ from typing import Any
 
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, Knob
-from templates.base import CodegenOptions
-from templates.gemm import fit
+from autotune.codegen.options import CodegenOptions
+from autotune.space import fit
 
 from .analysis import Gemm
 from .program import Program

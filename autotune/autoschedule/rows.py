@@ -10,7 +10,7 @@ from __future__ import annotations
 from autotune.ir import expr as te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, Knob
-from templates.base import CodegenOptions
+from autotune.codegen.options import CodegenOptions
 
 from .analysis import reduces_along_rows
 from .program import Program

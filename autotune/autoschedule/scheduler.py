@@ -6,7 +6,7 @@ from typing import Any
 from autotune.ir.expr import Tensor
 from autotune.schedule import Schedule
 from autotune.space import Config
-from templates.base import CodegenOptions
+from autotune.codegen.options import CodegenOptions
 
 from .analysis import Gemm, Window, match_gemm, match_window
 from .gemm import GemmSketch

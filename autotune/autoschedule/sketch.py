@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping
 
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace, Knob
-from templates.base import CodegenOptions
+from autotune.codegen.options import CodegenOptions
 
 from .program import Program
 

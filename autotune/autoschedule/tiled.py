@@ -11,8 +11,8 @@ from autotune.ir import expr as te
 from autotune.ir.expr import Var
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, Knob, SplitKnob, powers_of_two
-from templates.base import CodegenOptions
-from templates.gemm import fit
+from autotune.codegen.options import CodegenOptions
+from autotune.space import fit
 
 from .program import Program
 from .sketch import Sketch

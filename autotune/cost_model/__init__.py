@@ -1,8 +1,9 @@
 """Cost models over config features: learned (XGBoost, LightGBM, a GNN), the CPU roofline
 estimate and the TPU analytical model (nothing to learn), and a random baseline.
 
-Every model is one entry of REGISTRY; make_model, load_model and the name lists (MODELS, CPU_MODELS,
-TRAINABLE_MODELS) come from it. Adding a cost model is one module plus one entry.
+Every model is one entry of REGISTRY (an autotune.registry.Registry of ModelEntry); make_model,
+load_model and the name lists (MODELS, CPU_MODELS, TRAINABLE_MODELS) come from it. Adding a cost
+model is one module plus one entry.
 
     >>> from autotune.cost_model import make_model
     >>> make_model("random").kind
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from autotune.cost_model.base import CostModel, Dataset, ModelError, read_model_file
 from autotune.cost_model.lgbm_model import LGBMModel
 from autotune.cost_model.random_model import RandomModel
-from autotune.cost_model.roofline import RooflineModel
 from autotune.cost_model.xgb_model import XGBModel
+from autotune.registry import Lazy, Registry
 
 if TYPE_CHECKING:
     from autotune.task import Task
@@ -52,11 +53,11 @@ class ModelEntry:
                 raise ModelError(f"the {name} cost model needs {what}: pip install 'autotune[{extra}]'") from None
 
     def load_class(self) -> Any:
-        module, name = self.path.split(":")
-        return getattr(importlib.import_module(module), name)
+        return Lazy(self.path).load()
 
 
-REGISTRY: dict[str, ModelEntry] = {
+# name -> ModelEntry: the one list of cost models (an unknown name is a ModelError naming the choices)
+REGISTRY: Registry[ModelEntry] = Registry("cost model", {
     "xgb": ModelEntry("autotune.cost_model.xgb_model:XGBModel",
                       lambda cls, objective, seed, task: cls(objective=objective, seed=seed)),
     "lgbm": ModelEntry("autotune.cost_model.lgbm_model:LGBMModel",
@@ -68,13 +69,13 @@ REGISTRY: dict[str, ModelEntry] = {
     "random": ModelEntry("autotune.cost_model.random_model:RandomModel",
                          lambda cls, objective, seed, task: cls(seed=seed)),
     # scores the TPU emulator's tile features (its roofline columns), not CPU loop nests
-    "analytical": ModelEntry("autotune.cost_model.analytical:AnalyticalModel",
+    "analytical": ModelEntry("autotune.backends.tpu.analytical:AnalyticalModel",
                              lambda cls, objective, seed, task: cls(), cpu=False, trainable=False),
-    "roofline": ModelEntry("autotune.cost_model.roofline:RooflineModel",
+    "roofline": ModelEntry("autotune.backends.cpu.roofline:RooflineModel",
                            lambda cls, objective, seed, task: cls.for_task(task) if task is not None else cls(),
                            trainable=False),
-}
-MODELS = tuple(REGISTRY)
+}, error=ModelError)
+MODELS = REGISTRY.names()
 CPU_MODELS = tuple(name for name, e in REGISTRY.items() if e.cpu)
 TRAINABLE_MODELS = tuple(name for name, e in REGISTRY.items() if e.trainable)
 
@@ -83,19 +84,17 @@ def make_model(kind: str, *, objective: str = "rank", seed: int = 0, task: "Task
     """A fresh model by name: one of MODELS. `task`: the task it will score, for a model that
     needs to know it (the roofline: the task's dtype and threads on this machine)."""
     entry = REGISTRY.get(kind)
-    if entry is None:
-        raise ModelError(f"unknown cost model {kind!r}; choose one of {', '.join(MODELS)}")
     return entry.make(entry.load_class(), objective, seed, task)
 
 
 def load_model(path: str | Path) -> CostModel:
     """A saved model of any kind."""
     kind = read_model_file(path)["kind"]
-    entry = REGISTRY.get(kind)
+    entry = REGISTRY.get(kind, None)
     if entry is None:
-        raise ModelError(f"{path}: unknown model kind {kind!r}; known kinds: {', '.join(MODELS)}")
+        raise ModelError(f"{path}: unknown model kind {kind!r}; known kinds: {', '.join(REGISTRY.names())}")
     return entry.load_class().load(path)  # type: ignore[no-any-return]
 
 
 __all__ = ["CPU_MODELS", "MODELS", "REGISTRY", "TRAINABLE_MODELS", "CostModel", "Dataset", "LGBMModel", "ModelEntry",
-           "ModelError", "RandomModel", "RooflineModel", "XGBModel", "load_model", "make_model"]
+           "ModelError", "RandomModel", "XGBModel", "load_model", "make_model"]

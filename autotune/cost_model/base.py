@@ -1,6 +1,8 @@
 """The cost-model interface and the training data it learns from.
 
-A model scores feature vectors: higher means faster. Labels are throughputs normalised per
+A model scores feature vectors: higher means faster. The features come from a backend
+(autotune.backends: the CPU's loop-nest features, the TPU emulator's tile features); a Dataset and
+a saved model name theirs (FeatureSchema), and a model is only used on features of its schema. Labels are throughputs normalised per
 task (best seconds / seconds, so the best config of each task is 1 and failures are 0), which
 makes tasks of different sizes comparable and lets a model trained on some shapes rank others.
 """
@@ -14,10 +16,7 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from autotune.cost_model.features import FEATURE_VERSION, config_features, feature_length
-from autotune.cost_model.graph import config_graph
 from autotune.errors import AutotuneError
-from autotune.records import Record
 
 MODEL_SCHEMA = 1
 
@@ -26,15 +25,49 @@ class ModelError(AutotuneError, ValueError):
     """A model file that cannot be used, or a model used before it was trained."""
 
 
+@dataclass(frozen=True)
+class FeatureSchema:
+    """What the rows of a Dataset (and a model trained on them) are: the backend that extracted
+    them, its feature version and the row length.
+
+        >>> FeatureSchema("cpu", 2, 130).describe()
+        'cpu features v2 (130 columns)'
+    """
+    backend: str
+    version: int
+    length: int
+
+    def describe(self) -> str:
+        return f"{self.backend} features v{self.version} ({self.length} columns)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "version": self.version, "length": self.length}
+
+
+def schema_of(d: dict[str, Any]) -> FeatureSchema | None:
+    """The FeatureSchema a model file names (a file from before schemas were named: the CPU's)."""
+    f = d.get("features")
+    try:
+        if isinstance(f, dict):
+            return FeatureSchema(str(f["backend"]), int(f["version"]), int(f["length"]))
+        if d.get("feature_version") is not None:
+            return FeatureSchema("cpu", int(d["feature_version"]), int(d.get("feature_length") or 0))
+    except (KeyError, TypeError, ValueError):
+        raise ModelError(f"a model file names its features as {f!r}: expected backend, version and length") from None
+    return None
+
+
 @dataclass
 class Dataset:
     """Features X, normalised throughput y in [0, 1], and the task of each row. task_weights: how
-    much each task's rows count in training (a task not named counts 1)."""
-    X: np.ndarray = field(default_factory=lambda: np.zeros((0, feature_length()), np.float32))
+    much each task's rows count in training (a task not named counts 1); schema: what the features
+    are (autotune.backends.dataset_from_records sets it)."""
+    X: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     y: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     groups: list[str] = field(default_factory=list)
     graphs: list[Any] | None = None  # ProgramGraph per row, for graph models
     task_weights: dict[str, float] = field(default_factory=dict)
+    schema: FeatureSchema | None = None
 
     def __len__(self) -> int:
         return len(self.y) if len(self.y) else len(self.X)
@@ -64,36 +97,6 @@ class Dataset:
         self.y = np.array([0.0 if not math.isfinite(s) or not math.isfinite(best[g]) else best[g] / s
                            for g, s in zip(self.groups, self._seconds)])
 
-    @classmethod
-    def from_records(cls, records: Iterable[Record], *, max_per_task: int | None = None,
-                     graphs: bool = False) -> "Dataset":
-        """Lower every (validated) config of the records and extract its features (and graphs).
-        Re-timings of finalists are left out: they time configs the log measured already."""
-        by_task: dict[str, list[Record]] = {}
-        for r in records:
-            if not r.retimed:
-                by_task.setdefault(r.key, []).append(r)
-        ds = cls()
-        for key in sorted(by_task):
-            rs = by_task[key][:max_per_task] if max_per_task else by_task[key]
-            task = rs[0].task()
-            feats, secs, gs = [], [], []
-            for r in rs:
-                try:
-                    cfg = task.space().validate(r.config)
-                    if graphs:
-                        g = config_graph(task, cfg)
-                        gs.append(g)
-                        feats.append(g.config_feat)
-                    else:
-                        feats.append(config_features(task, cfg))
-                except AutotuneError:
-                    continue
-                secs.append(r.seconds)
-            if feats:
-                ds.add(np.stack(feats), secs, key, gs if graphs else None)
-        return ds
-
 
 def as_matrix(data: "Dataset | np.ndarray") -> np.ndarray:
     """The feature matrix of a Dataset (or the array itself)."""
@@ -116,9 +119,13 @@ class CostModel(Protocol):
     def save(self, path: str | Path) -> None: ...
 
 
-def write_model_file(path: str | Path, kind: str, params: dict[str, Any], payload: str) -> None:
-    Path(path).write_text(json.dumps({"schema": MODEL_SCHEMA, "kind": kind, "feature_version": FEATURE_VERSION,
-                                      "feature_length": feature_length(), "params": params, "model": payload}))
+def write_model_file(path: str | Path, kind: str, params: dict[str, Any], payload: str,
+                     features: FeatureSchema | None = None) -> None:
+    """Save a model: its kind, parameters, payload and the features it was trained on."""
+    body: dict[str, Any] = {"schema": MODEL_SCHEMA, "kind": kind, "params": params, "model": payload}
+    if features is not None:
+        body |= {"features": features.to_json(), "feature_version": features.version, "feature_length": features.length}
+    Path(path).write_text(json.dumps(body))
 
 
 def read_model_file(path: str | Path) -> dict[str, Any]:
@@ -130,9 +137,10 @@ def read_model_file(path: str | Path) -> dict[str, Any]:
         raise ModelError(f"cannot read model file {path}: {e}") from None
     if not isinstance(d, dict) or d.get("schema") != MODEL_SCHEMA:
         raise ModelError(f"{path} is not an autotune model file (schema {MODEL_SCHEMA})")
-    if d.get("feature_version") != FEATURE_VERSION:
-        raise ModelError(f"{path} was trained on features v{d.get('feature_version')}; this autotune extracts "
-                         f"v{FEATURE_VERSION}: retrain it with `autotune train-model`")
+    try:
+        schema_of(d)
+    except ModelError as e:
+        raise ModelError(f"{path}: {e}") from None
     return d
 
 

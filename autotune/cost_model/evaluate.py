@@ -6,7 +6,7 @@ import statistics
 
 import numpy as np
 
-from autotune.cost_model import Dataset
+from autotune.cost_model.base import Dataset
 from autotune.cost_model.metrics import ape, kendall_tau, top_k_score
 
 

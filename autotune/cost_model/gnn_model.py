@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, ModelError, read_model_file, write_model_file
+from autotune.cost_model.base import Dataset, FeatureSchema, ModelError, read_model_file, schema_of, write_model_file
 
 LOSSES = ("mse", "rank_logistic", "rank_hinge")
 
@@ -66,6 +66,7 @@ class GNNModel:
     """
     kind = "gnn"
     needs_graphs = True
+    features: FeatureSchema | None = None  # what it was trained on (autotune.backends names it)
 
     def __init__(self, loss: str = "rank_logistic", hidden: int = 64, layers: int = 3, epochs: int = 30,
                  lr: float = 2e-3, batch_graphs: int = 32, aggr: str = "mean", seed: int = 0) -> None:
@@ -116,6 +117,7 @@ class GNNModel:
 
     # ---- the interface -----------------------------------------------------------------------
     def fit(self, data: Dataset) -> None:
+        self.features = data.schema or self.features
         torch = _torch()
         if not data.graphs or len(data.graphs) != len(data):
             raise ModelError("the gnn model trains on program graphs: build the Dataset with graphs=True")
@@ -193,7 +195,7 @@ class GNNModel:
             raise ModelError("nothing to save: the model has not been trained")
         state = {k: v.detach().numpy().tolist() for k, v in self.net.state_dict().items()}
         write_model_file(path, self.kind, self._params(),
-                         json.dumps({"dims": self.dims, "norm": self.norm, "state": state}))
+                         json.dumps({"dims": self.dims, "norm": self.norm, "state": state}), features=self.features)
 
     @classmethod
     def load(cls, path: str | Path) -> "GNNModel":
@@ -204,4 +206,5 @@ class GNNModel:
         m.dims, m.norm = body["dims"], body["norm"]
         m.net = _build_net(torch, m.dims["n_ops"], m.dims["node_dim"], m.dims["cfg_dim"], m.hidden, m.layers, m.aggr)
         m.net.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in body["state"].items()})
+        m.features = schema_of(d)
         return m

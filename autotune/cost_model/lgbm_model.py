@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, as_matrix, ModelError, group_sizes, read_model_file, write_model_file
+from autotune.cost_model.base import (Dataset, FeatureSchema, ModelError, as_matrix,
+                                     group_sizes, read_model_file, schema_of, write_model_file)
 
 GRADES = 30
 
@@ -15,14 +16,14 @@ class LGBMModel:
 
         >>> import numpy as np
         >>> from autotune.cost_model.base import Dataset
-        >>> from autotune.cost_model.features import feature_length
-        >>> rng = np.random.default_rng(0); X = rng.random((40, feature_length()))
+        >>> rng = np.random.default_rng(0); X = rng.random((40, 8))
         >>> ds = Dataset(); ds.add(X, list(1.0 + X[:, 0]), "t")
         >>> m = LGBMModel(rounds=20); m.fit(ds); m.predict(X[:2]).shape
         (2,)
     """
     kind = "lgbm"
     needs_graphs = False
+    features: FeatureSchema | None = None  # what it was trained on (autotune.backends names it)
 
     def __init__(self, objective: str = "rank", rounds: int = 100, seed: int = 0) -> None:
         if objective not in ("rank", "regression"):
@@ -41,6 +42,7 @@ class LGBMModel:
         return p
 
     def fit(self, data: Dataset) -> None:
+        self.features = data.schema or self.features
         import lightgbm as lgb
         if len(data) < 2:
             raise ModelError("need at least 2 measurements to train a model")
@@ -68,7 +70,7 @@ class LGBMModel:
         if self.booster is None:
             raise ModelError("nothing to save: the model has not been trained")
         write_model_file(path, self.kind, {"objective": self.objective, "rounds": self.rounds, "seed": self.seed},
-                         self.booster.model_to_string())
+                         self.booster.model_to_string(), features=self.features)
 
     @classmethod
     def load(cls, path: str | Path) -> "LGBMModel":
@@ -77,4 +79,5 @@ class LGBMModel:
         m = cls(**d["params"])
         m.booster = lgb.Booster(model_str=d["model"])
         m.base = d["model"]
+        m.features = schema_of(d)
         return m

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, as_matrix, read_model_file, write_model_file
+from autotune.cost_model.base import Dataset, FeatureSchema, as_matrix, read_model_file, schema_of, write_model_file
 
 
 class RandomModel:
@@ -16,13 +16,14 @@ class RandomModel:
     """
     kind = "random"
     needs_graphs = False
+    features: FeatureSchema | None = None  # what it was trained on (autotune.backends names it)
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self.rng = np.random.default_rng(seed)
 
     def fit(self, data: Dataset) -> None:
-        pass
+        self.features = data.schema or self.features
 
     update = fit
 
@@ -31,8 +32,11 @@ class RandomModel:
         return self.rng.random(len(X))
 
     def save(self, path: str | Path) -> None:
-        write_model_file(path, self.kind, {"seed": self.seed}, "")
+        write_model_file(path, self.kind, {"seed": self.seed}, "", features=self.features)
 
     @classmethod
     def load(cls, path: str | Path) -> "RandomModel":
-        return cls(**read_model_file(path)["params"])
+        d = read_model_file(path)
+        m = cls(**d["params"])
+        m.features = schema_of(d)
+        return m

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, as_matrix, ModelError, group_sizes, read_model_file, write_model_file
+from autotune.cost_model.base import (Dataset, FeatureSchema, ModelError, as_matrix,
+                                     group_sizes, read_model_file, schema_of, write_model_file)
 
 
 class XGBModel:
@@ -13,14 +14,14 @@ class XGBModel:
 
         >>> import numpy as np
         >>> from autotune.cost_model.base import Dataset
-        >>> from autotune.cost_model.features import feature_length
-        >>> rng = np.random.default_rng(0); X = rng.random((40, feature_length()))
+        >>> rng = np.random.default_rng(0); X = rng.random((40, 8))
         >>> ds = Dataset(); ds.add(X, list(1.0 + X[:, 0]), "t")
         >>> m = XGBModel(rounds=20); m.fit(ds); m.predict(X[:2]).shape
         (2,)
     """
     kind = "xgb"
     needs_graphs = False
+    features: FeatureSchema | None = None  # what it was trained on (autotune.backends names it)
 
     def __init__(self, objective: str = "rank", rounds: int = 100, seed: int = 0) -> None:
         if objective not in ("rank", "regression"):
@@ -35,6 +36,7 @@ class XGBModel:
                 "seed": self.seed, "nthread": 1, "verbosity": 0}
 
     def fit(self, data: Dataset) -> None:
+        self.features = data.schema or self.features
         import xgboost as xgb
         if len(data) < 2:
             raise ModelError("need at least 2 measurements to train a model")
@@ -66,7 +68,7 @@ class XGBModel:
         if self.booster is None:
             raise ModelError("nothing to save: the model has not been trained")
         raw = self.booster.save_raw("json").decode()
-        write_model_file(path, self.kind, {"objective": self.objective, "rounds": self.rounds, "seed": self.seed}, raw)
+        write_model_file(path, self.kind, {"objective": self.objective, "rounds": self.rounds, "seed": self.seed}, raw, features=self.features)
 
     @classmethod
     def load(cls, path: str | Path) -> "XGBModel":
@@ -76,4 +78,5 @@ class XGBModel:
         m.booster = xgb.Booster()
         m.booster.load_model(bytearray(d["model"].encode()))
         m.base = m.booster.copy()
+        m.features = schema_of(d)
         return m

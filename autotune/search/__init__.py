@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from autotune.errors import AutotuneError
+from autotune.registry import Registry
 from autotune.search.annealing import SimulatedAnnealing
 from autotune.search.base import Strategy
 from autotune.search.evolutionary import EvolutionarySearch
@@ -19,8 +19,8 @@ from autotune.search.optuna_search import OptunaSearch
 from autotune.search.random_search import RandomSearch
 from autotune.space import ConfigSpace
 
-# name -> factory(space, seed): the one list of strategies (the CLI's --strategy choices come from it)
-REGISTRY: dict[str, Callable[[ConfigSpace, int], Strategy]] = {
+# name -> factory(space, seed): the one list of strategies (the CLI's --strategy choices are its names)
+REGISTRY: Registry[Callable[[ConfigSpace, int], Strategy]] = Registry("strategy", {
     "random": RandomSearch,
     "grid": GridSearch,
     "annealing": SimulatedAnnealing,
@@ -28,18 +28,22 @@ REGISTRY: dict[str, Callable[[ConfigSpace, int], Strategy]] = {
     "islands": IslandSearch,
     "tpe": lambda space, seed: OptunaSearch(space, seed, sampler="tpe"),
     "cmaes": lambda space, seed: OptunaSearch(space, seed, sampler="cmaes"),
-}
-STRATEGIES = tuple(REGISTRY)
+})
+STRATEGIES = REGISTRY  # the same registry, by the name callers test strategy names against
 
 
 def make_strategy(name: str | Strategy, space: ConfigSpace, seed: int = 0) -> Strategy:
-    """A strategy by name (or the strategy itself): one of STRATEGIES."""
+    """A strategy by name (or the strategy itself): one of REGISTRY's names.
+
+    >>> from autotune.space import ChoiceKnob
+    >>> make_strategy("simplex", ConfigSpace([ChoiceKnob("a", [1, 2])]))
+    Traceback (most recent call last):
+    ...
+    autotune.errors.AutotuneError: unknown strategy 'simplex'; choose one of annealing, cmaes, evolutionary, grid, islands, random, tpe
+    """
     if not isinstance(name, str):
         return name
-    factory = REGISTRY.get(name)
-    if factory is None:
-        raise AutotuneError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
-    return factory(space, seed)
+    return REGISTRY.get(name)(space, seed)
 
 
 __all__ = ["REGISTRY", "STRATEGIES", "EvolutionarySearch", "GridSearch", "IslandSearch", "OptunaSearch", "RandomSearch", "SimulatedAnnealing",

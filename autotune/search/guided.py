@@ -5,7 +5,8 @@ Example::
 
     >>> from autotune.search.guided import guided_search     # doctest: +SKIP
     >>> strategy, callback = guided_search(task, "xgb")          # doctest: +SKIP
-    >>> Tuner(task, strategy, runner, log, callbacks=[callback]).run(...)  # doctest: +SKIP
+
+Runs take both through autotune.tuning (make_search, tune(cost_model=...)).
 """
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ import numpy as np
 
 from autotune.backends import backend_of
 from autotune.cost_model import CostModel, Dataset, make_model
-from autotune.cost_model.features import config_features, feature_length
-from autotune.cost_model.graph import config_graph
+from autotune.backends import config_features, config_graph, feature_schema
 from autotune.cost_model.metrics import kendall_tau
-from autotune.cost_model.transfer import prior_for
+from autotune.search.transfer import prior_for
 from autotune.errors import AutotuneError
 from autotune.runner import MeasureResult
-from autotune.search import Strategy, make_strategy
 from autotune.search.evolutionary import EvolutionarySearch
 from autotune.space import Config
 from autotune.task import Task
@@ -77,10 +76,10 @@ class ModelScorer:
                 try:
                     f = config_features(self.task, c)
                 except AutotuneError:  # an invalid schedule: score it last
-                    f = np.full(feature_length(), np.nan, np.float32)
+                    f = np.full(feature_schema(self.task).length, np.nan, np.float32)
                 self.cache[c] = f
             rows.append(f)
-        return np.stack(rows) if rows else np.zeros((0, feature_length()), np.float32)
+        return np.stack(rows) if rows else np.zeros((0, feature_schema(self.task).length), np.float32)
 
     def graphs(self, configs: Sequence[Config]) -> list:  # type: ignore[type-arg]
         out = []
@@ -165,7 +164,7 @@ def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str
     """A model-guided evolutionary strategy and the callback that keeps its model fitted. The
     search starts from a prior: with `pretrained`, that saved model (refitted with the training
     tasks most like this one weighing most, when the file carries its training set: see
-    autotune.cost_model.transfer); without one, the prior of the task's backend, which needs no
+    autotune.search.transfer); without one, the prior of the task's backend, which needs no
     logs (on a CPU the roofline estimate, RooflineModel; the TPU emulator has none);
     roofline=False: no prior, the first batches cover the space blind. A fresh
     `model` learns this task's measurements and takes over as they accumulate; a prior that ranks
@@ -183,17 +182,3 @@ def guided_search(task: Task, model: str | CostModel = "xgb", *, pretrained: str
     strategy.name = f"evolutionary+{m.kind}" + (f"({origin} {prior.kind})" if prior else "")  # type: ignore[misc]
     return strategy, ModelUpdater(scorer)
 
-
-def make_search(task: Task, *, strategy: str = "evolutionary", cost_model: str | None = None,
-                pretrained: str | Path | None = None, seed: int = 0) -> tuple[Strategy, list]:  # type: ignore[type-arg]
-    """The strategy a command asked for and the tuner callbacks it needs: a cost model (or a
-    pretrained one) means model-guided evolutionary search with its refitting callback.
-
-    Example::
-
-        >>> strategy, callbacks = make_search(task, cost_model="xgb")   # doctest: +SKIP
-    """
-    if cost_model or pretrained:
-        search, updater = guided_search(task, cost_model or "xgb", pretrained=pretrained, seed=seed)
-        return search, [updater]
-    return make_strategy(strategy, task.space(), seed=seed), []

@@ -89,6 +89,7 @@ def corpus(spec: str | None, tasks: Sequence[Task], graphs: bool = False) -> lis
     """Per-task datasets of the --corpus logs (files, or directories of *.jsonl): other shapes and
     operators that every pretrained model learns from too. A benchmark task in them is an error: a
     pretrained model must never have seen the task it is tested on."""
+    from autotune.backends import dataset_from_records
     from autotune.cost_model import Dataset
     from autotune.records import load_records
     if not spec:
@@ -110,15 +111,15 @@ def corpus(spec: str | None, tasks: Sequence[Task], graphs: bool = False) -> lis
                 raise SystemExit(f"--corpus: {path} holds {r.key}, one of the benchmark's tasks; a pretrained "
                                  "model must not learn from the task it is tested on (leave that log out)")
             by_key.setdefault(r.key, []).append(r)
-    return [(key, Dataset.from_records(recs, graphs=graphs)) for key, recs in by_key.items()]
+    return [(key, dataset_from_records(recs, graphs=graphs)) for key, recs in by_key.items()]
 
 
 def save_held_out(kind: str, parts: Sequence[tuple[str, Dataset]], held: str, path: Path, seed: int = 0) -> str:
     """Train a `kind` model on every (task key, dataset) part except task `held`'s, save it to
-    `path` with its training set (see autotune.cost_model.transfer), and return the path (a
+    `path` with its training set (see autotune.search.transfer), and return the path (a
     prior for tuning the held-out task)."""
     from autotune.cost_model import make_model
-    from autotune.cost_model.transfer import save_prior
+    from autotune.search.transfer import save_prior
     model = make_model(kind, seed=seed)
     data = union([(key, ds) for key, ds in parts if key != held])
     model.fit(data)

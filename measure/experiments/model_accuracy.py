@@ -39,11 +39,12 @@ def run(args: argparse.Namespace) -> dict:
     lgbm, gnn (a model whose library is missing is
     skipped with a note); xgb and lgbm also as "<model>+similar", trained with the tasks most like
     the held-out one weighing most, as a prior is for the task it is used on
-    (autotune.cost_model.transfer). --in-task 8,16,32,64 adds learning curves within each task
+    (autotune.search.transfer). --in-task 8,16,32,64 adds learning curves within each task
     (see _in_task)."""
+    from autotune.backends import dataset_from_records
     from autotune.cost_model import Dataset, ModelError, make_model
     from autotune.cost_model.evaluate import evaluate
-    from autotune.cost_model.transfer import similarity_weights
+    from autotune.search.transfer import similarity_weights
     from autotune.records import load_records
     files = sorted(Path(args.workdir).glob("random_*.jsonl"))
     if len(files) < 2:
@@ -57,8 +58,8 @@ def run(args: argparse.Namespace) -> dict:
         recs = [r for r in load_records(f) if not r.retimed][:args.long]
         if not recs:
             continue
-        graphs = Dataset.from_records(recs, graphs=True) if "gnn" in models else Dataset()
-        per_task[recs[0].key] = (recs[0].op, Dataset.from_records(recs), graphs)
+        graphs = dataset_from_records(recs, graphs=True) if "gnn" in models else Dataset()
+        per_task[recs[0].key] = (recs[0].op, dataset_from_records(recs), graphs)
         task_of[recs[0].key] = recs[0].task()
     variants = [(m, False) for m in models] + [(m, True) for m in models if m in ("xgb", "lgbm")]
 

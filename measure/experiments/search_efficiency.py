@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> dict:
     the first 512 trials of the long random search, all from one re-timing (the contenders of each
     prefix are re-timed too). Tasks: --tasks "op:shape,op:shape,..."; the long random logs in
     --workdir are reused; --analyze-only recounts from the logs there."""
+    from autotune.backends import dataset_from_records
     from autotune.cost_model import Dataset
     from autotune.records import load_records
     from autotune.tuning import make_runner, tune
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> dict:
                     pre = None
                     if name == "xgb_pretrained":
                         for path in (p for paths in logs.values() for p in paths if p not in feats):
-                            feats[path] = Dataset.from_records(load_records(path))  # each log's features once
+                            feats[path] = dataset_from_records(load_records(path))  # each log's features once
                         pre = save_held_out("xgb", [(key, feats[path]) for key, paths in logs.items()
                                                     for path in paths] + extra, t.key(),
                                             work / f"pre_{slug(t.key())}.json")

@@ -3,7 +3,7 @@ without compiling or timing anything.
 
     python -m measure.experiments surrogate-efficiency --workdir search-efficiency --seeds 8
 
-Each task's landscape is fitted to every log in --workdir (measure.surrogate); the searches of
+Each task's landscape is fitted to every log in --workdir (measure.experiments.surrogate); the searches of
 --compare run --seeds times on it with log-normal noise. The counts rank searches; they do not
 replace the real experiment.
 """
@@ -37,14 +37,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     """search-efficiency on surrogates: each task's landscape is fitted to every log in --workdir
-    (measure.surrogate), and the searches of --compare run --seeds times on it, with log-normal
+    (measure.experiments.surrogate), and the searches of --compare run --seeds times on it, with log-normal
     noise of sigma --noise per measurement. Nothing is compiled or timed, so strategies can be
     compared over many seeds; the counts rank searches, they do not replace the real benchmark.
     A search "<model>+pretrained" (e.g. xgb+pretrained) starts from that model trained on the
     logged measurements of the other tasks (the real ones, not the surrogates') and of --corpus."""
+    from autotune.backends import dataset_from_records
     from autotune.cost_model import Dataset, make_model
     from autotune.records import load_records
-    from measure.surrogate import Surrogate, compare
+    from measure.experiments.surrogate import Surrogate, compare
     records = [r for path in sorted(Path(args.workdir).glob("*.jsonl")) for r in load_records(path)]
     names = args.compare.split(",")
     kinds = sorted({n.partition("+")[0] for n in names if n.endswith("+pretrained")})
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"--compare {args.compare!r}: pretrained searches of one model kind at a time")
     tasks = tasks_of(args)
     graphs = bool(kinds) and make_model(kinds[0]).needs_graphs
-    feats = [(t.key(), Dataset.from_records((r for r in records if r.key == t.key()), graphs=graphs))
+    feats = [(t.key(), dataset_from_records((r for r in records if r.key == t.key()), graphs=graphs))
              for t in tasks] + corpus(args.corpus, tasks, graphs) if kinds else []
     out: dict = {"noise": args.noise, "seeds": args.seeds, "tasks": {}}
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@ import pytest
 
 import autotune
 from autotune.errors import AutotuneError
-from autotune.numba_tune import autotune_numba, kernel_source
+from autotune.numba_tune import TRUST_ENV, autotune_numba, kernel_source
 from autotune.runner import ErrorKind
 
 SCALE = 2.0  # a module-level constant: sent to the worker as a value
@@ -218,3 +218,110 @@ def test_a_read_only_output_is_a_one_line_error_not_a_numba_typing_error(tmp_pat
     with pytest.raises(ValueError, match=r"argument 'out' is read-only"):
         found(x, frozen)  # found out from the first config's run: no second config, no log line
     assert not log.exists() and not frozen.any()
+
+
+# ---- the common log: report and replay -----------------------------------------------------------
+
+def scale3(x, out):
+    for b in range(0, x.shape[0], BLOCK):  # noqa: F821
+        for i in range(b, min(b + BLOCK, x.shape[0])):  # noqa: F821
+            out[i] = SCALE * x[i] + 1.0
+
+
+def scale3_ref(x, out):
+    out[:] = SCALE * x + 1.0
+
+
+scale3_tuned = autotune_numba(configs=[{"BLOCK": 4}, {"BLOCK": 16}], key=["x"], reference=scale3_ref)(scale3)
+
+
+def _tuned_log(tmp_path: Path) -> Path:
+    log = tmp_path / "numba.jsonl"
+    tuned = autotune_numba(configs=[{"BLOCK": 4}, {"BLOCK": 16}], key=["x"], log=log)(scale3)
+    x = np.arange(32.0)
+    out = np.empty_like(x)
+    tuned(x, out)
+    np.testing.assert_array_equal(out, SCALE * x + 1.0)
+    return log
+
+
+def test_records_are_common_records_that_report_shows_and_replay_refuses_without_a_voucher(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.cli import main
+    from autotune.records import SCHEMA_VERSION, load_records
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+    log = _tuned_log(tmp_path)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 2 and all(r["v"] == SCHEMA_VERSION and r["strategy"] == "autotune_numba" for r in lines)
+    recs = load_records(log)  # the common reader: every line is a valid Record
+    assert {r.key.split("|")[0][:13] for r in recs} == {"numba:scale3:"} and all(r.ok for r in recs)
+    assert recs[0].numba["globals"] == {"SCALE": {"value": 2.0}}
+
+    assert main(["report", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "numba:scale3:" in out and "autotune_numba" in out and "calls/s" in out and "no usable" not in out
+
+    assert main(["replay", str(log)]) == 1  # nothing compiled: the source is code nobody vouched for
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("numba:scale3:"))
+    assert "not replayable here: the kernel's source is code; pass" in row and TRUST_ENV in row
+
+
+def test_replay_rebuilds_and_reverifies_a_vouched_kernel(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.cli import main
+    from autotune.codegen.handwritten import source_sha256
+    from autotune.replay import replay_log
+    log = _tuned_log(tmp_path)
+    monkeypatch.setenv(TRUST_ENV, f"{__name__}:scale3_tuned")  # the user's own module: checked by its reference
+    assert main(["replay", str(log)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("numba:scale3:"))
+    assert "calls/s" in row and "not replayable" not in row
+
+    monkeypatch.delenv(TRUST_ENV)
+    [row] = replay_log(log, trusted=[source_sha256(kernel_source(scale3))])  # a digest: checked against config 0
+    assert row.error is None and row.measured_gflops is not None and row.unit == "calls/s"
+    assert main(["replay", str(log), "--trust", source_sha256(kernel_source(scale3))]) == 0  # the same, vouched on the CLI
+
+
+EVIL = '''def evil(x):
+    with numba.objmode():
+        __import__("os").system("touch {path}")
+    x[0] = 1.0
+'''
+
+
+def _forged(path: Path, source: str, globals_: dict, sha: str | None = None) -> str:
+    spec = {"name": "evil", "source": source, "globals": globals_, "constants": ["B"],
+            "args": [{"name": "x", "array": {"shape": [4], "dtype": "float64"}}], "key": ["x"], "outputs": None,
+            "restore": [], "zero": [], "fastmath": False, "rtol": None, **({"sha256": sha} if sha else {})}
+    from autotune.codegen.handwritten import check_spec, op_name
+    op = op_name(check_spec(spec)) if "os" not in globals_ else "numba:evil:00000000"
+    return json.dumps({"v": 1, "op": op, "shape": {"x0": 4}, "dtype": "float64", "threads": 1, "config": {"B": 1},
+                       "costs": [1e-6], "error": None, "numba": spec}) + "\n"
+
+
+def test_a_hostile_numba_record_is_never_compiled(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.cli import main
+    from autotune.codegen.handwritten import source_sha256
+    from autotune.replay import replay_log
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+    pwned = tmp_path / "PWNED"
+    trusted_sha = source_sha256(kernel_source(scale3))
+    log = tmp_path / "evil.jsonl"
+    log.write_text(_forged(pwned, EVIL.format(path=pwned), {"numba": {"module": "numba"}})
+                   # claims the digest of a trusted source: the digest is recomputed from the source
+                   + _forged(pwned, EVIL.format(path=pwned).replace("1.0", "2.0"), {"numba": {"module": "numba"}},
+                             sha=trusted_sha)
+                   # a module outside numpy/math/cmath/numba: not even a record
+                   + _forged(pwned, EVIL.format(path=pwned), {"os": {"module": "os"}}))
+    with pytest.warns(RuntimeWarning, match="evil.jsonl:3"):
+        rows = replay_log(log, trusted=[trusted_sha, scale3_tuned])
+    assert len(rows) == 2 and all(r.error.startswith("not replayable here") for r in rows)
+    with pytest.warns(RuntimeWarning):
+        assert main(["report", str(log)]) == 0
+        assert main(["replay", str(log)]) == 1
+    assert "not replayable here" in capsys.readouterr().out
+    assert not pwned.exists()

@@ -39,7 +39,7 @@ def _replay() -> Runner:
 
 def _surrogate() -> Runner:
     from measure.replay import ReplayRunner
-    from measure.surrogate import Surrogate
+    from measure.experiments.surrogate import Surrogate
     configs = CPU_TASK.space().sample_new(random.Random(1), set(), 40)
     records = [Record(op=CPU_TASK.op, shape=CPU_TASK.shape_dict, dtype=CPU_TASK.dtype, threads=CPU_TASK.threads,
                       config=c.to_json(), costs=[1e-5 * (1 + CPU_TASK.space().encode(c)[0])]) for c in configs]

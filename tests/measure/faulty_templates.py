@@ -17,7 +17,8 @@ from autotune.ir import te
 from autotune.ir.expr import Call
 from autotune.space import ChoiceKnob, ConfigSpace
 from templates import register
-from templates.base import CodegenOptions, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Template
 
 OK, SEGFAULT, HANG, WRONG, COMPILE_ERROR = range(5)
 

@@ -24,7 +24,8 @@ import time
 from autotune.ir import te
 from autotune.space import ChoiceKnob, ConfigSpace
 from templates import register
-from templates.base import CodegenOptions, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Template
 
 MARKS_ENV = "AUTOTUNE_TEST_HELD_MARKS"
 RELEASE_ENV = "AUTOTUNE_TEST_HELD_RELEASE"

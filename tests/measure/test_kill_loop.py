@@ -33,7 +33,7 @@ JOURNAL_ENV = "AUTOTUNE_TEST_JOURNAL"
 class JournalRunner:
     """A LocalRunner whose every result is journalled (one JSON line) before the tuner gets it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, options: object = None, address: str | None = None) -> None:  # a RunnerFactory
         from measure.local import LocalRunner, LocalRunnerOptions
         from measure.timing import TimingProtocol
         self.inner = LocalRunner(LocalRunnerOptions(

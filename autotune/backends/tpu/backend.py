@@ -1,5 +1,5 @@
-"""The `tpu_emulator` backend: tile configs of the TPU kernel templates (templates/tpu), scored by
-their tile features and op graphs, measured on the emulated core.
+"""The `tpu_emulator` backend: tile configs of the TPU kernel templates (templates.py beside it),
+scored by their tile features and op graphs, measured on the emulated core (runner.py).
 
 Example::
 
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from autotune.backends.tpu.features import tpu_features, tpu_graph
+from autotune.backends.tpu.features import TPU_FEATURE_VERSION, tpu_features, tpu_graph
+from autotune.cost_model.base import FeatureSchema
 from autotune.cost_model.graph import ProgramGraph
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 class TpuEmulatorBackend:
     name = "tpu_emulator"
     runner = "tpu_emulator"  # autotune.tuning.RUNNERS
+    feature_schema = FeatureSchema("tpu_emulator", TPU_FEATURE_VERSION, 35)
 
     def features(self, task: "Task", cfg: "Config") -> np.ndarray:
         return tpu_features(task, cfg)

@@ -19,6 +19,7 @@ import numpy as np
 from autotune.backends.tpu.emulator import PRESETS, TiledKernel, fetch_period, step_compute_seconds, vmem_usage
 from autotune.cost_model.graph import NODE_FEATS, OPCODE, ProgramGraph
 
+TPU_FEATURE_VERSION = 1  # of tpu_features; bump it when the columns change
 CONFIG_FEAT = 24
 ROOFLINE_COLS = (28, 29)  # log2 compute seconds, log2 memory seconds
 STEPS_COL = 10            # log2 grid steps
@@ -43,7 +44,7 @@ def roofline(k: TiledKernel) -> tuple[float, float]:
 
 def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
     """The feature vector of a tile config (see the module docstring)."""
-    from templates.tpu import tiled_kernel
+    from autotune.backends.tpu.templates import kernel_ops, tiled_kernel
     k = tiled_kernel(task, cfg)
     s = task.shape_dict
     bm, bk, bn = k.mxu or (1, 1, 1)
@@ -56,7 +57,8 @@ def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
     cf = [_l2(bm), _l2(bn), _l2(bk), _l2(pm), _l2(pn), _l2(pk), *[_l2(g) for g in grid], _l2(n),
           vmem_usage(k) / (CORE.vmem_mib * (1 << 20)), _l2(a.vmem_bytes()), _l2(b.vmem_bytes()), _l2(c.vmem_bytes()),
           _l2(dma), _l2(k.flops), waste, math.log2(k.flops / max(dma, 1) + 1), _l2(fetch_period(a.axes, k.grid)),
-          _l2(fetch_period(b.axes, k.grid)), float(s.get("ew", 0)), float(task.op == "tpu_matmul_reduce"),
+          _l2(fetch_period(b.axes, k.grid)), float(s.get("ew", 0)),
+          float(any(op.kind == "reduce" for op in kernel_ops(task))),
           float(a.shape[0] and (a.block[0] < bm))]
     comp, mem = roofline(k)
     kern = [_l2(s.get("B", 1)), _l2(s.get("M", a.shape[0])), _l2(s.get("N", c.shape[1])), _l2(a.shape[1]),
@@ -74,7 +76,7 @@ def tpu_features(task, cfg) -> np.ndarray:  # type: ignore[no-untyped-def]
 
 def tpu_graph(task, cfg) -> ProgramGraph:  # type: ignore[no-untyped-def]
     """The kernel's op graph (nodes: ops; edges: data flow) with the config features joined."""
-    from templates.tpu import kernel_ops
+    from autotune.backends.tpu.templates import kernel_ops
     ops = kernel_ops(task)
     codes, feats, edges = [], [], []
     for i, op in enumerate(ops):

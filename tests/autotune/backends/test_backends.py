@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from autotune.backends import Backend, backend_of, get_backend, register_backend
-from autotune.cost_model.features import config_features, feature_length
-from autotune.cost_model.graph import config_graph
-from autotune.cost_model.roofline import RooflineModel
+from autotune.backends import check_model, config_features, config_graph, dataset_from_records, feature_schema
+from autotune.backends.cpu.features import feature_length
+from autotune.backends.cpu.roofline import RooflineModel
 from autotune.errors import AutotuneError
 from autotune.task import Task
 from autotune.tuning import make_runner
 from measure.local import LocalRunner
-from measure.tpu_runner import TpuRunner
+from autotune.backends.tpu.runner import TpuRunner
 from templates import TEMPLATES, get_template, register
 
 CPU = Task.create("matmul", "64x48x32", threads=1)
@@ -31,7 +31,7 @@ def test_each_template_declares_its_backend() -> None:
     assert CPU.template.backend == "cpu" and backend_of(CPU) is get_backend("cpu")
     assert TPU.template.backend == "tpu_emulator" and backend_of(TPU) is get_backend("tpu_emulator")
     assert all(t.backend == "cpu" for t in TEMPLATES.values())  # the listed operators are CPU ones
-    assert "tpu_matmul" not in TEMPLATES and get_template("tpu_matmul") is TPU.template  # resolvable, unlisted
+    assert not TEMPLATES.listed("tpu_matmul") and get_template("tpu_matmul") is TPU.template  # resolvable, unlisted
     assert isinstance(get_backend("cpu"), Backend) and isinstance(get_backend("tpu_emulator"), Backend)
 
 
@@ -57,6 +57,7 @@ def test_an_operator_named_like_a_tpu_kernel_is_whatever_its_backend_says() -> N
 class Doubled:
     """A backend of its own: the CPU one with every feature doubled."""
     name = "doubled"
+    feature_schema = dataclasses.replace(get_backend("cpu").feature_schema, backend="doubled")
 
     def features(self, task, cfg):  # type: ignore[no-untyped-def]
         return 2 * get_backend("cpu").features(task, cfg)
@@ -80,10 +81,29 @@ def test_a_registered_backend_serves_the_templates_that_name_it() -> None:
     task = Task.create(t, "64x48x32", threads=1)
     cfg = a_config(task)
     np.testing.assert_array_equal(config_features(task, cfg), 2 * config_features(CPU, cfg))
+    assert feature_schema(task).backend == "doubled" and dataset_from_records([]).schema is None
+
+
+def test_a_model_is_used_only_on_the_features_it_was_trained_on(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A model names the features it learned (backend, version); one trained on the CPU's loop-nest
+    features is refused for a TPU task, in one line, and the name survives save and load."""
+    from autotune.cost_model import load_model, make_model
+    from autotune.cost_model.base import Dataset
+    ds = Dataset(schema=feature_schema(CPU))
+    cfgs = [a_config(CPU) for _ in range(2)] + [CPU.space().sample(__import__("random").Random(i)) for i in range(6)]
+    ds.add(np.stack([config_features(CPU, c) for c in cfgs]), [1.0 + i for i in range(len(cfgs))], CPU.key())
+    model = make_model("xgb")
+    model.fit(ds)
+    model.save(tmp_path / "m.json")
+    loaded = load_model(tmp_path / "m.json")
+    assert loaded.features == feature_schema(CPU)
+    check_model(loaded, CPU)
+    with pytest.raises(AutotuneError, match="trained on cpu features v2 .* has tpu_emulator features v1 .*retrain it"):
+        check_model(loaded, TPU, where="m.json")
 
 
 def test_backend_errors_name_the_problem() -> None:
-    with pytest.raises(AutotuneError, match="unknown backend 'gpu'; known backends: cpu, "):
+    with pytest.raises(AutotuneError, match="unknown backend 'gpu'; choose one of cpu, "):
         get_backend("gpu")
     with pytest.raises(AutotuneError, match="register_backend\\(\\) takes a Backend"):
         register_backend(object())  # type: ignore[arg-type]

@@ -151,7 +151,7 @@ def test_evaluate_tiles_real_loko_refits_without_the_held_out_kernel(tmp_path: P
     learned corrections trained on the other kernels' real runs."""
     import json
     import autotune.backends.tpu.calibration as calibration
-    import measure.tpu_eval as tpu_eval
+    import autotune.backends.tpu.evaluate as tpu_eval
     from autotune.cli import main
     data = [d for d in json.loads(REAL.read_text()) if d["kernel"] in ("copy.24", "copy.25", "fusion.207")]
     data[0]["runs"][1].update(ns=None, error=True)
@@ -191,7 +191,7 @@ def test_evaluate_tiles_real_loko_refits_without_the_held_out_kernel(tmp_path: P
 
 @needs_real
 def test_real_kernels_export_to_tile_files_and_load_back(kernels, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from autotune.cost_model.tpugraphs import HLO_OPCODES, dataset_from_tiles, read_tile, tile_graph_from_real, write_tile
+    from autotune.backends.tpu.tpugraphs import HLO_OPCODES, dataset_from_tiles, read_tile, tile_graph_from_real, write_tile
     paths = []
     for name, rk in kernels.items():
         t = tile_graph_from_real(rk)

@@ -10,7 +10,7 @@ from autotune.cost_model import Dataset, load_model
 from autotune.cost_model.gnn_model import GNNModel
 from autotune.cost_model.graph import NODE_FEATS, OPCODES, ProgramGraph
 from autotune.cost_model.metrics import kendall_tau
-from autotune.cost_model.tpugraphs import TileGraph, TpuGraphsError, dataset_from_tiles, read_tile, write_tile
+from autotune.backends.tpu.tpugraphs import TileGraph, TpuGraphsError, dataset_from_tiles, read_tile, write_tile
 
 
 def toy(n: int = 48, seed: int = 0) -> tuple[Dataset, np.ndarray]:

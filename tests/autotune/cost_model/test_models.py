@@ -10,8 +10,8 @@ import pytest
 
 from autotune.cost_model import (CPU_MODELS, MODELS, REGISTRY, TRAINABLE_MODELS, CostModel, Dataset, ModelError,
                                  load_model, make_model)
-from autotune.cost_model.features import FEATURE_VERSION, config_features, feature_length
-from autotune.cost_model.graph import config_graph
+from autotune.backends import config_features, config_graph
+from autotune.backends.cpu.features import FEATURE_VERSION, feature_length
 from autotune.cost_model.metrics import ape, kendall_tau, mape, top_k_score
 from autotune.task import Task
 from tests.helpers import cached_features
@@ -84,9 +84,9 @@ def test_training_follows_the_task_weights(kind: str, objective: str) -> None:
 
 
 def test_one_registry_names_every_model() -> None:
-    assert MODELS == tuple(REGISTRY) == ("xgb", "lgbm", "gnn", "random", "analytical", "roofline")
-    assert CPU_MODELS == ("xgb", "lgbm", "gnn", "random", "roofline")  # analytical reads TPU tile features
-    assert TRAINABLE_MODELS == ("xgb", "lgbm", "gnn", "random")        # nothing to learn in the estimates
+    assert MODELS == tuple(REGISTRY) == REGISTRY.names() == ("analytical", "gnn", "lgbm", "random", "roofline", "xgb")
+    assert CPU_MODELS == ("gnn", "lgbm", "random", "roofline", "xgb")  # analytical reads TPU tile features
+    assert TRAINABLE_MODELS == ("gnn", "lgbm", "random", "xgb")        # nothing to learn in the estimates
     for kind in MODELS:
         m = make_model(kind)
         assert isinstance(m, CostModel) and m.kind == kind
@@ -118,7 +118,7 @@ def test_model_errors(tmp_path: Path) -> None:
         load_model(tmp_path / "bad.json")
     make_model("random").save(tmp_path / "svm.json")
     (tmp_path / "svm.json").write_text((tmp_path / "svm.json").read_text().replace('"random"', '"svm"'))
-    with pytest.raises(ModelError, match="unknown model kind 'svm'; known kinds: xgb, "):
+    with pytest.raises(ModelError, match="unknown model kind 'svm'; known kinds: analytical, gnn, "):
         load_model(tmp_path / "svm.json")
 
 

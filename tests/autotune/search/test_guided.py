@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from autotune.cost_model import Dataset, make_model
-from autotune.cost_model.roofline import RooflineModel
+from autotune.backends.cpu.roofline import RooflineModel
+from autotune.errors import AutotuneError
 from autotune.runner import MeasureResult
-from autotune.search.guided import guided_search, make_search
+from autotune.search.guided import guided_search
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
@@ -125,10 +126,14 @@ def test_an_untrained_model_gets_space_filling_batches() -> None:
 
 
 def test_make_search_picks_the_guided_search_for_a_cost_model() -> None:
-    strategy, callbacks = make_search(TASK, cost_model="xgb", seed=0)
-    assert strategy.name == "evolutionary+xgb(prior roofline)" and len(callbacks) == 1
-    strategy, callbacks = make_search(TASK, strategy="random", seed=0)
-    assert strategy.name == "random" and callbacks == []
+    from autotune.tuning import make_search
+    search = make_search(TASK, cost_model="xgb", seed=0)
+    assert search.name == "evolutionary+xgb(prior roofline)" and len(search.callbacks) == 1
+    assert search.strategy.epsilon == 0.1 and make_search(TASK, cost_model="xgb", exploration=0.0).strategy.epsilon == 0
+    search = make_search(TASK, strategy="random", seed=0)
+    assert search.name == "random" and search.callbacks == ()
+    with pytest.raises(AutotuneError, match="exploration is the share of a model-guided search"):
+        make_search(TASK, strategy="random", exploration=0.2)
 
 
 def test_a_search_from_scratch_starts_from_its_top_picks() -> None:

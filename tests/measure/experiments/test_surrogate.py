@@ -15,7 +15,7 @@ from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
 from measure.replay import ReplayRunner
 from autotune.runner import MeasureInput
-from measure.surrogate import Surrogate, SurrogateError, _search, compare
+from measure.experiments.surrogate import Surrogate, SurrogateError, _search, compare
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 
@@ -73,13 +73,14 @@ def test_compare_counts_trials_to_the_target_for_each_search_and_seed(surrogate:
 
 
 def test_a_pretrained_search_starts_from_the_saved_model(tmp_path: Path) -> None:
-    from autotune.cost_model import Dataset, make_model
+    from autotune.backends import dataset_from_records
+    from autotune.cost_model import make_model
     other = Task.create("matmul", "64x48x128", threads=2)
     log = tmp_path / "other.jsonl"
     Tuner(other, make_strategy("random", other.space(), seed=0), ReplayRunner([], fallback=landscape),
           RecordLog(log)).run(TuneOptions(trials=24, early_stopping=None))
     model = make_model("xgb")
-    model.fit(Dataset.from_records(load_records(log)))
+    model.fit(dataset_from_records(load_records(log)))
     model.save(tmp_path / "prior.json")
     strategy, callbacks = _search("xgb+pretrained", TASK, 1, {}, pretrained=tmp_path / "prior.json")
     assert "pretrained" in strategy.name and callbacks[0].scorer.prior is not None

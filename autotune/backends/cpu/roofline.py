@@ -17,7 +17,7 @@ random configs a memory term only made the ranking worse.
 Example::
 
     >>> import numpy as np
-    >>> from autotune.cost_model.features import feature_length
+    >>> from autotune.backends.cpu.features import feature_length
     >>> X = np.zeros((2, feature_length()), np.float32)
     >>> X[:, 116] = 16                            # the innermost loop: one vector of 16 lanes
     >>> X[:, 114] = np.log2([1 + 16, 1 + 128])    # accumulators: 1 vector, 8 vectors
@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from autotune.cost_model.base import Dataset, ModelError, as_matrix, read_model_file, write_model_file
+from autotune.backends.cpu.features import FEATURE_VERSION, feature_length
+from autotune.cost_model.base import Dataset, FeatureSchema, ModelError, as_matrix, read_model_file, write_model_file
 from autotune.target import Target, current
 
 if TYPE_CHECKING:
     from autotune.task import Task
 
-# columns of the feature vector (autotune.cost_model.features, schema 2)
+# columns of the feature vector (autotune.backends.cpu.features, schema 2)
 TRIP, FLOPS, ACC, UNROLLED, VECTOR, PARALLEL = 0, 1, 114, 115, 116, 117
 
 
@@ -47,6 +48,7 @@ class RooflineModel:
     in force (`autotune.target.current()`, float32 lanes)."""
     kind = "roofline"
     needs_graphs = False
+    features = FeatureSchema("cpu", FEATURE_VERSION, feature_length())
 
     def __init__(self, threads: int = 1, lanes: int | None = None, fma_ports: int | None = None,
                  fma_latency: int | None = None, load_ports: int = 2, registers: int | None = None) -> None:
@@ -108,9 +110,9 @@ class RooflineModel:
         return -np.log2(np.maximum(total, 1.0) / self.flops_per_cycle(X))
 
     def save(self, path: str | Path) -> None:
-        write_model_file(path, self.kind, {"threads": self.threads, "lanes": self.lanes,
-                                           "fma_ports": self.fma_ports, "fma_latency": self.fma_latency,
-                                           "load_ports": self.load_ports, "registers": self.registers}, "")
+        write_model_file(path, self.kind, {"threads": self.threads, "lanes": self.lanes, "fma_ports": self.fma_ports,
+                                           "fma_latency": self.fma_latency, "load_ports": self.load_ports,
+                                           "registers": self.registers}, "", features=self.features)
 
     @classmethod
     def load(cls, path: str | Path) -> "RooflineModel":

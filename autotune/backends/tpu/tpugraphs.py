@@ -19,7 +19,7 @@ and graphs as the dataset's encoder makes them (node_feat_row, hlo_graph).
 Example::
 
     >>> import numpy as np, tempfile, os
-    >>> from autotune.cost_model.tpugraphs import TileGraph, write_tile, read_tile
+    >>> from autotune.backends.tpu.tpugraphs import TileGraph, write_tile, read_tile
     >>> t = TileGraph(np.zeros((3, 140), np.float32), np.array([1, 2, 3]), np.array([[0, 1], [1, 2]]),
     ...               np.zeros((2, 24), np.float32), np.array([5.0, 7.0]), np.array([5.0, 5.0]))
     >>> p = os.path.join(tempfile.mkdtemp(), "k.npz"); write_tile(p, t); read_tile(p).config_runtime.tolist()
@@ -327,14 +327,14 @@ def tile_graph_from_real(rk) -> TileGraph:  # type: ignore[no-untyped-def]
                      np.full(len(rt), int(round(default)), np.int64))
 
 
-# the project's TPU kernel-graph op kinds (templates.tpu OpNode.kind) as HLO opcodes; "output" is no
+# the project's TPU kernel-graph op kinds (autotune.backends.tpu.templates OpNode.kind) as HLO opcodes; "output" is no
 # HLO instruction (its input is the computation's root)
 OP_KIND_HLO = {"parameter": "parameter", "dot": "dot", "convolution": "convolution", "add": "add",
                "mul": "multiply", "relu": "maximum", "exp": "exponential", "tanh": "tanh", "reduce": "reduce"}
 
 
 def ops_hlo_kernel(ops, name: str = "kernel"):  # type: ignore[no-untyped-def]
-    """A kernel's op graph (objects with .kind, .shape, .inputs: templates.tpu.OpNode) as a one-computation
+    """A kernel's op graph (objects with .kind, .shape, .inputs: autotune.backends.tpu.templates.OpNode) as a one-computation
     HLO kernel (autotune.backends.tpu.hlo.HloKernel): parameters bf16, the matmul and what follows it f32
     (accumulation in f32), row-major layouts; "output" dropped (its input is the root)."""
     from autotune.backends.tpu.hlo import ArrayShape, Computation, HloKernel, Instruction

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autotune.codegen.source import generate_source, source_hash
-from autotune.cost_model.features import extract
-from autotune.cost_model.graph import ProgramGraph, nest_graph
-from autotune.cost_model.roofline import RooflineModel
+from autotune.backends.cpu.features import FEATURE_VERSION, extract, feature_length
+from autotune.backends.cpu.graph import nest_graph
+from autotune.backends.cpu.roofline import RooflineModel
+from autotune.cost_model.base import FeatureSchema
+from autotune.cost_model.graph import ProgramGraph
 from autotune.errors import AutotuneError
 from autotune.ir.stmt import LoopNest
 from autotune.schedule.lower import lower
@@ -36,6 +38,7 @@ def _nest(task: "Task", cfg: "Config") -> LoopNest:
 class CpuBackend:
     name = "cpu"
     runner = "local"  # autotune.tuning.RUNNERS
+    feature_schema = FeatureSchema("cpu", FEATURE_VERSION, feature_length())
 
     def features(self, task: "Task", cfg: "Config") -> np.ndarray:
         return extract(_nest(task, cfg))

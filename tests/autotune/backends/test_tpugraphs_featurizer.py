@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.cost_model.tpugraphs import (LayoutGraph, TileGraph, TpuGraphsError, hlo_graph, read_layout,
+from autotune.backends.tpu.tpugraphs import (LayoutGraph, TileGraph, TpuGraphsError, hlo_graph, read_layout,
                                            read_tile, write_layout, write_tile)
 
 REAL = Path(__file__).resolve().parents[4] / "shared" / "tpu_real" / "kernels.json"
@@ -343,7 +343,7 @@ def test_tile_files_round_trip_through_the_official_loader_unlabelled_ones_too(t
     a, test = part.get_item(0), part.get_item(1)
     assert a["normalized"].tolist() == [0.9, 1.0, 1.2]
     assert test["config_runtimes"].tolist() == [0, 0] and test["edges"].tolist() == [[2, 0], [2, 1]]
-    from autotune.cost_model.tpugraphs import dataset_from_tiles
+    from autotune.backends.tpu.tpugraphs import dataset_from_tiles
     with pytest.raises(TpuGraphsError, match="unlabelled"):      # read, but nothing to train on
         dataset_from_tiles([tmp_path / "test.npz"])
     with pytest.raises(TpuGraphsError, match="config_runtime"):
@@ -354,7 +354,7 @@ def test_tile_files_round_trip_through_the_official_loader_unlabelled_ones_too(t
 
 @needs_real
 def test_real_kernels_export_in_the_dataset_form_and_load_in_the_official_loader(real, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from autotune.cost_model.tpugraphs import tile_graph_from_real
+    from autotune.backends.tpu.tpugraphs import tile_graph_from_real
     raw, parsed = real
     part = TilePartition()
     for k in raw:
@@ -376,9 +376,9 @@ def test_real_kernels_export_in_the_dataset_form_and_load_in_the_official_loader
 def test_an_emulated_kernel_exports_in_the_dataset_form(tmp_path: Path) -> None:
     """tile_graph_from_ops (for evaluate-tiles --export): the dataset's opcode ids and 140 features, not the
     project's op-graph vocabulary, runtimes normalised by the named default config's, not the best one's."""
-    from autotune.cost_model.tpugraphs import HLO_OPCODES, tile_graph_from_ops
+    from autotune.backends.tpu.tpugraphs import HLO_OPCODES, tile_graph_from_ops
     from autotune.task import Task
-    from templates.tpu import kernel_ops
+    from autotune.backends.tpu.templates import kernel_ops
     ops = kernel_ops(Task.create("tpu_matmul_reduce", {"M": 256, "N": 512, "K": 512, "ew": 2}, threads=1))
     g = tile_graph_from_ops(ops, np.zeros((3, 24), np.float32), [3200.4, 2000.0, 4000.0], default=0)
     assert g.node_opcode.tolist() == [HLO_OPCODES[o] for o in ("parameter", "parameter", "dot", "add", "multiply",

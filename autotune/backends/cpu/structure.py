@@ -21,7 +21,7 @@ Example::
 
     >>> from autotune.ir import expr as te
     >>> from autotune.ir.stmt import For, Store
-    >>> from autotune.cost_model.loops import stores
+    >>> from autotune.backends.cpu.loops import stores
     >>> x = te.placeholder((8,), name="x"); s = te.placeholder((1,), name="s")
     >>> i = te.Var("i", "int64")
     >>> body = For(i, te.Const(8, "int64"), "vectorize",
@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from autotune.cost_model.loops import Loop, flops, stride
+from autotune.backends.cpu.loops import Loop, flops, stride
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
 from autotune.ir.stmt import Store

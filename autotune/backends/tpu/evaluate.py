@@ -25,7 +25,7 @@ from autotune.cost_model import Dataset, make_model
 from autotune.cost_model.metrics import kendall_tau
 from autotune.space import Config
 from autotune.task import Task
-from templates.tpu import FAMILIES, random_kernel, tiled_kernel
+from autotune.backends.tpu.templates import FAMILIES, random_kernel, tiled_kernel
 
 MODELS = ("analytical", "xgb", "lgbm", "gnn", "random")
 
@@ -122,22 +122,22 @@ def splits(kernels: Sequence[KernelData], seed: int) -> list[tuple[str, list[Ker
 
 def calls_to_best(kind: str, model_path: str | None, kernels: Sequence[KernelData], batch: int = 2,
                   budget: int = 40, seed: int = 0) -> list[int]:
-    """Emulator calls the model-guided search needs to reach each kernel's best tile."""
-    from autotune.search.guided import guided_search
-    from autotune.tuner import Tuner, TuneOptions
-    from measure.tpu_runner import TpuRunner
+    """Emulator calls the model-guided search (no random exploration) needs to reach each kernel's best tile."""
+    from autotune.tuning import NoValidConfig, make_runner, tune
     out = []
     for k in kernels:
         best = k.configs[int(np.argmin(k.seconds))]
-        strategy, updater = guided_search(k.task, kind, pretrained=model_path, seed=seed, epsilon=0.0)
-        runner = TpuRunner()
+        runner = make_runner(task=k.task)  # the emulator's; its call count says when the best was measured
         found: list[int] = []
 
         def watch(task, configs, results, runner=runner, found=found, best=best):  # type: ignore[no-untyped-def]
             if not found and best in configs:
                 found.append(runner.calls - len(configs) + list(configs).index(best) + 1)
-        Tuner(k.task, strategy, runner, callbacks=[updater, watch]).run(
-            TuneOptions(trials=budget, batch=batch, early_stopping=None))
+        try:
+            tune(op=k.task, trials=budget, batch=batch, cost_model=kind, pretrained=model_path, seed=seed,
+                 exploration=0.0, runner=runner, callbacks=[watch], presets=False, progress=False, finalists=None)
+        except NoValidConfig:
+            pass  # no tile fitted: the best was never reached
         out.append(found[0] if found else budget + 1)
     return out
 
@@ -149,8 +149,8 @@ def export_tpugraphs(kernels: Sequence[KernelData], directory: str | Path) -> in
     config the analytical model picks (standing in for XLA's default: its own cost model's choice).
     Configs whose tiles do not fit are left out."""
     from autotune.backends.tpu.hlo import TileConfig
-    from autotune.cost_model.tpugraphs import tile_graph_from_ops, write_tile
-    from templates.tpu import kernel_ops
+    from autotune.backends.tpu.tpugraphs import tile_graph_from_ops, write_tile
+    from autotune.backends.tpu.templates import kernel_ops
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     analytical = make_model("analytical")
@@ -371,7 +371,7 @@ def run_real(path: str, models: Sequence[str] = REAL_MODELS, core: str = "calibr
     from autotune.backends.tpu.calibration import BASE, calibrate
     from autotune.backends.tpu.features import HLO_ROOFLINE_COLS, HLO_STEPS_COL, hlo_features
     from autotune.backends.tpu.hlo import TileSpace, load_real
-    from autotune.cost_model.analytical import AnalyticalModel
+    from autotune.backends.tpu.analytical import AnalyticalModel
     kernels = load_real(path)
     cr = PRESETS[core]
     kds, failed = [], {}

@@ -4,11 +4,11 @@ Each template is a Template (a compute definition of the same math, a knob space
 plus `kernel(shape, cfg) -> TiledKernel` for the emulator and `ops(shape)` for its op graph.
 Their backend is "tpu_emulator" (autotune.backends.tpu): features, graphs and the runner are the
 emulator's. They are not CPU kernels: scheduling one for Numba raises ScheduleError. The
-templates registry resolves them by name without listing them (templates.HIDDEN).
+templates registry resolves them by name without listing them (unlisted entries of templates.TEMPLATES).
 
 Example::
 
-    >>> from templates.tpu import TPU_TEMPLATES, tiled_kernel
+    >>> from autotune.backends.tpu.templates import TPU_TEMPLATES, tiled_kernel
     >>> from autotune.task import Task
     >>> t = Task.create("tpu_matmul", "512x512x512x0", threads=1)
     >>> tiled_kernel(t, t.space().validate({"bm": 128, "bn": 128, "bk": 128})).grid
@@ -26,7 +26,8 @@ from autotune.errors import ScheduleError
 from autotune.ir import te
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.backends.tpu.emulator import Block, TiledKernel
-from templates.base import CodegenOptions, Shape, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Shape, Template
 
 BM = (8, 16, 32, 64, 128, 256, 512, 1024)
 BN = (128, 256, 512, 1024, 2048)

@@ -9,12 +9,13 @@ rank strategies and to see seed-to-seed spread, not as the real benchmark's numb
 
 Example::
 
-    >>> from measure.surrogate import Surrogate, compare                     # doctest: +SKIP
+    >>> from measure.experiments.surrogate import Surrogate, compare                     # doctest: +SKIP
     >>> s = Surrogate.fit(task, load_records("search-efficiency/random_....jsonl"))  # doctest: +SKIP
     >>> compare(s, ["random", "xgb"], seeds=range(1, 9))                     # doctest: +SKIP
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import statistics
@@ -29,7 +30,8 @@ from autotune.records import Record
 from autotune.search.base import Strategy
 from autotune.space import Config
 from autotune.task import Task
-from autotune.tuner import Callback, Tuner, TuneOptions
+from autotune.tuner import Callback
+from autotune.tuning import NoValidConfig, make_search, tune
 from measure.replay import ReplayRunner
 from autotune.runner import MeasureResult
 
@@ -104,7 +106,6 @@ def _search(name: str, task: Task, seed: int, features: dict[Config, np.ndarray]
     "+pretrained" for one that starts from the saved model `pretrained`."""
     from autotune.cost_model import MODELS
     from autotune.search import STRATEGIES
-    from autotune.tuning import make_search
     if name in STRATEGIES:
         return make_search(task, strategy=name, seed=seed).strategy, []
     model, plus, tail = name.partition("+")
@@ -143,8 +144,9 @@ def compare(surrogate: Surrogate, searches: Sequence[str], *, seeds: Iterable[in
         for seed in seeds:
             strategy, callbacks = _search(name, task, seed, features, pretrained)
             taken = _Taken()
-            Tuner(task, strategy, surrogate.runner(noise, seed), None, callbacks=[*callbacks, taken]).run(
-                TuneOptions(trials=trials, batch=batch, early_stopping=None))
+            with contextlib.suppress(NoValidConfig):  # only the configs taken count here
+                tune(op=task, trials=trials, batch=batch, strategy=strategy, callbacks=[*callbacks, taken],
+                     runner=surrogate.runner(noise, seed), presets=False, progress=False, finalists=None)
             reached = np.nonzero(surrogate.gflops(taken.configs) >= target)[0]
             runs.append(int(reached[0]) + 1 if len(reached) else None)
         censored = statistics.mean(trials + 1 if n is None else n for n in runs)

@@ -10,8 +10,8 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.runner import ErrorKind, MeasureInput
 from autotune.backends.tpu.emulator import PRESETS, Block, TiledKernel, TileError, emulate
-from measure.tpu_runner import TpuRunner
-from templates.tpu import tiled_kernel
+from autotune.backends.tpu.runner import TpuRunner
+from autotune.backends.tpu.templates import tiled_kernel
 
 V4 = PRESETS["v4"]
 
@@ -69,8 +69,8 @@ def test_presets_and_step_overhead() -> None:
 
 
 def test_tile_selection_evaluation_and_tpugraphs_export(tmp_path: Path) -> None:
-    from autotune.cost_model.tpugraphs import dataset_from_tiles
-    from measure.tpu_eval import run
+    from autotune.backends.tpu.tpugraphs import dataset_from_tiles
+    from autotune.backends.tpu.evaluate import run
     res = run(n_kernels=9, seed=1, models=("analytical", "xgb"), export=str(tmp_path), search_kernels=2)
     rnd = res["splits"]["random"]
     assert np.isfinite(rnd["xgb"]["ape"]) and np.isfinite(rnd["analytical"]["ape"])

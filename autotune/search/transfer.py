@@ -29,7 +29,7 @@ import numpy as np
 
 from autotune.cost_model import CostModel, Dataset, ModelError, load_model
 from autotune.cost_model.base import read_model_file
-from autotune.cost_model.features import config_features, feature_length
+from autotune.backends import check_model, config_features
 from autotune.errors import AutotuneError
 from autotune.task import Task
 
@@ -97,7 +97,7 @@ def save_prior(model: CostModel, data: Dataset, path: str | Path) -> None:
 def _training_set(body: dict[str, Any], path: str | Path) -> Dataset:
     try:
         keys, rows, seconds = body["tasks"], body["task"], body["seconds"]
-        X = np.frombuffer(base64.b64decode(body["features"]), "<f4").reshape(len(rows), feature_length())
+        X = np.frombuffer(base64.b64decode(body["features"]), "<f4").reshape(len(rows), -1)
         data = Dataset()
         for i, key in enumerate(keys):
             sel = [j for j, t in enumerate(rows) if t == i]
@@ -113,9 +113,11 @@ def prior_for(path: str | Path, task: Task, *, temperature: float = TEMPERATURE)
     to `task` (see the module docstring); as saved if the file carries no training set."""
     body = read_model_file(path)
     model = load_model(path)
+    check_model(model, task, where=str(path))
     if "training" not in body or model.needs_graphs:
         return model
     data = _training_set(body["training"], path)
+    data.schema = getattr(model, "features", None)
     data.task_weights = similarity_weights(data, task, temperature=temperature)
     refitted = type(model)(**body["params"])  # type: ignore[call-arg]
     refitted.fit(data)

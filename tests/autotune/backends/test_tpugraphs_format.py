@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.cost_model.tpugraphs import (HLO_OPCODES, LayoutGraph, TpuGraphsError, read_layout, read_tile,
+from autotune.backends.tpu.tpugraphs import (HLO_OPCODES, LayoutGraph, TpuGraphsError, read_layout, read_tile,
                                            write_layout)
 
 

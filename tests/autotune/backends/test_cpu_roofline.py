@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from autotune.cost_model import ModelError, make_model
-from autotune.cost_model.features import extract
-from autotune.cost_model.roofline import RooflineModel
+from autotune.backends.cpu.features import extract
+from autotune.backends.cpu.roofline import RooflineModel
 from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
 from autotune.target import Target, current, isa

@@ -15,10 +15,15 @@ from typing import Sequence
 
 from autotune.backends.tpu.emulator import PRESETS, TileError, TpuCoreConfig, emulate
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult, config_error, report_all
-from templates.tpu import tiled_kernel
+from autotune.backends.tpu.templates import tiled_kernel
 
 
 class TpuRunner:
+    @classmethod
+    def from_options(cls, *, options: object = None, address: str | None = None) -> TpuRunner:
+        """The runners' factory (autotune.tuning.RUNNERS): the emulated v4 core; options, address: unused."""
+        return cls()
+
     def __init__(self, core: TpuCoreConfig | str = "v4") -> None:
         self.core = PRESETS[core] if isinstance(core, str) else core
         self.calls = 0

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from autotune.cost_model import Dataset, ModelError, load_model, make_model
-from autotune.cost_model.features import config_features
+from autotune.backends import config_features
 from autotune.search.guided import guided_search
 from autotune.cost_model.metrics import kendall_tau
-from autotune.cost_model.roofline import ACC, TRIP, UNROLLED
-from autotune.cost_model.transfer import prior_for, save_prior, similarity_weights
+from autotune.backends.cpu.roofline import ACC, TRIP, UNROLLED
+from autotune.search.transfer import prior_for, save_prior, similarity_weights
 from autotune.task import Task
 
 MATMUL = Task.create("matmul", "64x48x32", threads=2)

@@ -17,18 +17,17 @@ Hot statement:
             vectorized extent, log2 parallel extent, log2 work per thread
 Totals: number of statements, log2 total trip count, log2 bytes of local buffers.
 Structure (schema 2): packing, materialised stages, reductions as partial sums, fused epilogues
-  (autotune/cost_model/structure.py, STRUCTURE_NAMES).
+  (autotune/backends/cpu/structure.py, STRUCTURE_NAMES).
 """
 from __future__ import annotations
 
 import math
 import numpy as np
 
-from autotune.backends import backend_of
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
-from autotune.cost_model.loops import Loop, flops, stores, stride, touched
-from autotune.cost_model.structure import STRUCTURE_NAMES, structure_features
+from autotune.backends.cpu.loops import Loop, flops, stores, stride, touched
+from autotune.backends.cpu.structure import STRUCTURE_NAMES, structure_features
 from autotune.ir.expr import Expr, Tensor
 from autotune.ir.stmt import Function, LoopNest, Store
 
@@ -117,9 +116,3 @@ def extract(nest: LoopNest) -> np.ndarray:
 
 def feature_length() -> int:
     return 3 + N_LOOPS * (1 + len(KINDS)) + N_BUFS * (2 * len(LEVELS) + 6) + len(LEVELS) + 3 + 5 + 3 + len(STRUCTURE_NAMES)
-
-
-def config_features(task, config) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Features of one config of a task, as its template's backend extracts them (CPU: schedule,
-    lower, extract; the TPU emulator: the kernel's tile features)."""
-    return backend_of(task).features(task, config)

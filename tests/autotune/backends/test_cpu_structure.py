@@ -2,9 +2,9 @@
 reductions, read off the lowered loop nest of real template schedules."""
 from __future__ import annotations
 
-from autotune.cost_model.features import extract, feature_length
-from autotune.cost_model.loops import stores
-from autotune.cost_model.structure import STRUCTURE_NAMES, structure_features
+from autotune.backends.cpu.features import extract, feature_length
+from autotune.backends.cpu.loops import stores
+from autotune.backends.cpu.structure import STRUCTURE_NAMES, structure_features
 from autotune.ir import expr as te
 from autotune.ir.stmt import For, Seq, Store
 from autotune.schedule import Schedule
