@@ -31,6 +31,7 @@ from autotune.task import Task
 from autotune.target import cpu_model, current
 from autotune.tuner import TuneResult
 from autotune.timing_lock import TimingLock, lock_path
+from measure.peak import Peak, machine_peak, task_bytes, task_intensity
 from measure.timing import Timing, TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
@@ -59,6 +60,7 @@ class BenchOptions:
     max_spread: float = 1.10
     progress: bool = True
     baselines: tuple[str, ...] = ("numpy", "torch")
+    peak: bool = True  # compare every figure with this machine's roofline (measure.peak, probed once)
 
 
 @dataclass
@@ -81,6 +83,7 @@ class BenchResult:
     noisy_timings: int = 0  # of those, the ones taken while the machine was busy (Timing.noisy)
     search_timings: int = 0        # timings of the tuning (measurements and finalists' re-timings)
     noisy_search_timings: int = 0  # of those, the ones taken while the machine was busy
+    peak: Peak | None = None       # this machine's limits (None: not a GFLOP/s task, or not asked for)
 
     @property
     def noisy(self) -> bool:
@@ -93,6 +96,21 @@ class BenchResult:
 
     def ratio(self, baseline: str) -> float:
         return self.baselines[baseline] / self.kernel_seconds
+
+    def share(self, seconds: float) -> float | None:
+        """What a kernel of this task taking `seconds` reaches of the machine's roofline (1.0: the limit)."""
+        if self.peak is None:
+            return None
+        return self.peak.share(self.task.flops() / seconds / 1e9, task_intensity(self.task))
+
+    def roofline_json(self) -> dict[str, Any] | None:
+        if self.peak is None:
+            return None
+        i = task_intensity(self.task)
+        return {"peak_gflops": self.peak.gflops, "read_gbps": self.peak.read_gbps, "intensity": i,
+                "bound": self.peak.bound(i), "attainable_gflops": self.peak.attainable(i),
+                "min_bytes": task_bytes(self.task), "share": self.share(self.kernel_seconds),
+                "baseline_share": {k: self.share(v) for k, v in self.baselines.items()}}
 
     @property
     def median_compile_seconds(self) -> float | None:
@@ -116,6 +134,7 @@ class BenchResult:
             "noisy": self.noisy, "noisy_timings": self.noisy_timings, "timings": self.timings,
             "search_timings": self.search_timings, "noisy_search_timings": self.noisy_search_timings,
             "median_compile_seconds": self.median_compile_seconds,
+            "roofline": self.roofline_json(),
             "candidates": [{"config": c.config.to_json(), "seconds": c.seconds, "compile_seconds": c.compile_seconds,
                             "error": c.error} for c in self.candidates],
             "machine": {"cpu": cpu_model(), "target": current().to_json(), "cores": os.cpu_count(),
@@ -214,6 +233,7 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     best = Candidate(tuned.best_config, tuned.best_seconds,
                      next((c.compile_seconds for c in cands if c.config == tuned.best_config), None))
     run = task.build(best.config).bind(*inputs)
+    peak = machine_peak(task.dtype, task.threads) if options.peak and has_roofline(task) else None
     base = baseline_callables(task, inputs, options.baselines)
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
@@ -230,7 +250,12 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
             time.sleep(options.pause_s)
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
                        cands, tuning, timings=len(timings), noisy_timings=count_noisy(timings, options.max_spread),
-                       search_timings=tuned.timed, noisy_search_timings=tuned.noisy)
+                       search_timings=tuned.timed, noisy_search_timings=tuned.noisy, peak=peak)
+
+
+def has_roofline(task: Task) -> bool:
+    """Whether a task's speed compares with the machine's FMA peak: a GFLOP/s metric in float32/64."""
+    return task.template.metric == "GFLOP/s" and task.dtype in ("float32", "float64") and task.flops() > 0
 
 
 def count_noisy(timings: Iterable[Timing], max_spread: float) -> int:
@@ -246,12 +271,20 @@ def count_noisy(timings: Iterable[Timing], max_spread: float) -> int:
 def format_result(r: BenchResult) -> str:
     t = r.task
     unit = t.template.metric
+    def limit(sec: float) -> str:
+        share = r.share(sec)
+        return f"  {100 * share:5.1f}% of the limit" if share is not None else ""
     lines = [t.key(),
-             f"  autotune  {r.best_gflops:8.1f} {unit}  ({r.kernel_seconds * 1e3:.3f} ms)  "
+             f"  autotune  {r.best_gflops:8.1f} {unit}  ({r.kernel_seconds * 1e3:.3f} ms){limit(r.kernel_seconds)}  "
              f"config {r.best.config.key()}"]
     for name, sec in r.baselines.items():
-        lines.append(f"  {name:<8}  {t.flops() / sec / 1e9:8.1f} {unit}  ({sec * 1e3:.3f} ms)  "
+        lines.append(f"  {name:<8}  {t.flops() / sec / 1e9:8.1f} {unit}  ({sec * 1e3:.3f} ms){limit(sec)}  "
                      f"autotune/{name} = {r.ratio(name):.2f}x")
+    if r.peak is not None:
+        i = task_intensity(t)
+        lines.append(f"  limit     {r.peak.attainable(i):8.1f} {unit}  {r.peak.bound(i)} bound at {i:.2f} flop/byte "
+                     f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak, "
+                     f"{r.peak.read_gbps:.1f} GB/s streaming read; measure.peak)")
     if "torch" not in r.baselines and t.template.torch_reference is not None:
         import importlib.util
         if importlib.util.find_spec("torch") is None:

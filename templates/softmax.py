@@ -7,9 +7,10 @@ Compute definition (exp once per element: e is read by the row sum and the outpu
     s[i]   = sum_j e[i, j]
     y[i,j] = e[i, j] / s[i]
 
-exp is written in the tensor language (`exp_nonpos`: a polynomial and `te.pow2`, which LLVM
-vectorizes, also inside the row sum): Numba's np.exp is a scalar libm call here (no SVML), about
-4x slower than NumPy's SIMD exp, which no schedule could recover.
+exp is te.exp, which kernels compute with inline code that LLVM vectorizes, also inside the row
+sum (autotune.codegen.runtime's `vexp`: a Cody-Waite reduction, a polynomial and 2**n from the
+float's bits): Numba's np.exp is a scalar libm call here (no SVML), about 4x slower than NumPy's
+SIMD exp, which no schedule could recover.
 
 Schedule: the rows are split into blocks of [rows] (the block loop runs over threads when
 [parallel]); s, then e (read by s and y, so s is attached first) are computed at the block loop
@@ -19,49 +20,35 @@ codegen's `reassoc` lets LLVM vectorize the row max and row sum.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.target import current
-from templates.base import CodegenOptions, Shape, Template
+from autotune.codegen.options import CodegenOptions
+from templates.base import Shape, Template
 
-_LN2_HI = 0.693145751953125                # ln 2 = _LN2_HI + _LN2_LO, _LN2_HI with few mantissa bits
-_LN2_LO = 1.4286068203094172321e-06
-
-
-_SPEC = {  # dtype: (clamp, Taylor degree, int type)
-    "float32": (-87.33, 7, "int32"),      # exp(-87.33) ~ 1.18e-38, the smallest normal float32
-    "float64": (-708.39, 12, "int64"),    # exp(-708.39) ~ 2.2e-308, the smallest normal float64
+_SPEC = {  # dtype: (clamp,)
+    "float32": (-87.33,),      # exp(-87.33) ~ 1.18e-38, the smallest normal float32
+    "float64": (-708.39,),     # exp(-708.39) ~ 2.2e-308, the smallest normal float64
 }
 
 
 def exp_nonpos(v: te.Expr, dtype: str) -> te.Expr:
-    """exp(v) for v <= 0 (larger v is not allowed), written so that LLVM vectorizes it.
+    """exp(v) for v <= 0, v clamped below at about log(smallest normal number).
 
-    v = n*ln2 + r with n = round(v / ln2) (Cody-Waite, |r| <= ln2/2); exp(r) by a Taylor
-    polynomial (degree 7 / 12: truncation error < 1e-8 / 1e-16) times 2**n, built from the
-    float's bits by `te.pow2` (exact; n >= -126 / -1022 after the clamp). About 16 vector
-    operations, every one of which LLVM vectorizes inside a reduction too.
-    Max relative error against exp in long double on 10**6 points from the clamp to 0, compiled
-    with reassoc as softmax is (tests/templates/test_softmax.py): 3.0e-7 float32 (NumPy's exp:
-    2.0e-7), 2.4e-14 float64. Reassociation folds n*ln2_hi + n*ln2_lo into n*ln2, so the error
-    grows with |n|; without reassoc it is 8.7e-8 and 3.7e-16. v below the clamp (also -inf)
-    gives exp(clamp), about the smallest normal number, instead of a denormal or 0.
+    te.exp of the clamped v: kernels compute it inline (autotune.codegen.runtime `vexp`: v = n*ln2
+    + r, a Taylor polynomial of exp(r) and 2**n from the float's bits), which LLVM vectorizes,
+    also inside a reduction. Its instructions carry no reassoc, so the Cody-Waite reduction
+    survives softmax's reassoc. Max relative error against exp in long double on 10**6 points
+    from the clamp to 0, compiled with reassoc as softmax is (tests/templates/test_softmax.py):
+    7.8e-8 float32 (NumPy's exp: 2.0e-7), 1.4e-16 float64 (FMA targets). v below the clamp (also
+    -inf) gives exp(clamp), about the smallest normal number, instead of a denormal or 0, so a
+    masked (-inf) entry of a softmax row is about 1e-38 / the row sum (templates/__init__.py).
     """
-    clamp, degree, itype = _SPEC[dtype]
-    c = lambda x: te.const(x, dtype)  # noqa: E731
-    v = te.max(v, c(clamp))
-    # n = round(v / ln2): v <= 0 and a cast truncates toward zero, so subtract 0.5 first
-    n = te.cast(dtype, te.cast(itype, v * c(1.0 / math.log(2.0)) - c(0.5)))
-    r = v - n * c(_LN2_HI) - n * c(_LN2_LO)
-    p: te.Expr = c(1.0 / math.factorial(degree))
-    for k in range(degree - 1, -1, -1):
-        p = p * r + c(1.0 / math.factorial(k))
-    return p * te.pow2(n)
+    clamp = _SPEC[dtype][0]
+    return te.exp(te.max(v, te.const(clamp, dtype)))
 
 
 def row_max(x: te.Tensor, name: str) -> te.Tensor:

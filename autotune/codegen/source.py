@@ -31,8 +31,11 @@ from autotune.schedule.schedule import Schedule
 NP_DTYPE = {"float32": "np.float32", "float64": "np.float64", "int64": "np.int64", "int32": "np.int32",
             "bool": "np.bool_"}
 NB_DTYPE = {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "boolean"}
+# te's function -> the helper of autotune.codegen.runtime a kernel calls for it: inline code that LLVM
+# vectorizes (np.exp, np.log, np.tanh are scalar libm calls; np.sqrt is llvm.sqrt, vectorized already)
+TRANSCENDENTALS = {"exp": "vexp", "log": "vlog", "tanh": "vtanh", "sigmoid": "vsigmoid"}
 RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel", "KernelPipeline",
-                                                    "NoAliasKernelPipeline"}
+                                                    "NoAliasKernelPipeline"} | set(TRANSCENDENTALS.values())
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
@@ -226,13 +229,11 @@ class Printer:
                 return f"-{x[0] if x[1] >= PREC['*'] else f'({x[0]})'}", PREC["*"]
             if e.func == "abs":
                 return f"abs({x[0]})", PREC["atom"]
-            if e.func == "pow2":
-                self.helpers.add("pow2")
+            if e.func == "pow2" or e.func in TRANSCENDENTALS:
+                helper = TRANSCENDENTALS.get(e.func, e.func)
+                self.helpers.add(helper)
                 arg = x[0] if e.args[0].dtype in ("float32", "float64") else f"{NP_DTYPE[d]}({x[0]})"  # type: ignore[index]
-                return f"pow2({arg})", PREC["atom"]
-            if e.func == "sigmoid":
-                one = self.const(Const(1.0, d), d)
-                return f"{one} / ({one} + np.exp(-({x[0]})))", PREC["/"]
+                return f"{helper}({arg})", PREC["atom"]
             return f"np.{e.func}({x[0]})", PREC["atom"]
         raise TypeError(f"cannot print {type(e).__name__}")
 

@@ -1,0 +1,226 @@
+"""This machine's limits, measured once and kept in the cache: the peak floating-point rate (a
+register-resident FMA loop per thread, compiled like autotune's kernels) and the streaming read
+bandwidth (every thread summing its share of an array far larger than the last-level cache). A
+kernel's share of the machine is its speed over the roofline at its arithmetic intensity:
+min(peak, intensity x bandwidth), the intensity being its flops over the bytes it must move at
+least (every input read once, the output written once).
+
+    >>> from measure.peak import Peak
+    >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0)
+    >>> p.attainable(1.0), p.attainable(100.0), round(p.share(100.0, 100.0), 2)
+    (20.0, 200.0, 0.5)
+
+The probe takes a few seconds; `machine_peak` measures once per (CPU model, ISA, dtype, threads)
+and reads it back from `$AUTOTUNE_CACHE_DIR/peak.json` afterwards (`autotune peak --again` measures
+anew). Timings are the best of several runs: a peak is what the machine can do, not what it did
+while busy.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from autotune.environment import settings
+from autotune.errors import AutotuneError
+from autotune.target import cache_sizes, cpu_model, current
+from autotune.timing_lock import TimingLock, lock_path
+
+SCHEMA = 1
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class Peak:
+    """gflops: the FMA peak of `threads` threads in `dtype`; read_gbps: their streaming read rate."""
+    cpu: str
+    isa: str
+    dtype: str
+    threads: int
+    gflops: float
+    read_gbps: float
+    measured: str = ""
+
+    def attainable(self, intensity: float) -> float:
+        """The roofline: the GFLOP/s a kernel of this many flops per byte moved can reach."""
+        return min(self.gflops, intensity * self.read_gbps)
+
+    def share(self, gflops: float, intensity: float) -> float:
+        """A kernel's speed over what the roofline allows at its intensity (1.0: at the limit)."""
+        return gflops / self.attainable(intensity)
+
+    def bound(self, intensity: float) -> str:
+        """'memory' when the roofline at this intensity is the bandwidth, else 'compute'."""
+        return "memory" if intensity * self.read_gbps < self.gflops else "compute"
+
+
+def intensity(flops: float, nbytes: float) -> float:
+    """Arithmetic intensity: flops per byte moved (inf for a kernel that moves nothing)."""
+    return flops / nbytes if nbytes > 0 else math.inf
+
+
+def task_bytes(task: Any) -> float:
+    """The bytes a task's kernel must move at least: its inputs read once and its output written once."""
+    item = np.dtype(task.dtype).itemsize
+    return float(sum(math.prod(shape) for shape in task.views()) * item)
+
+
+def task_intensity(task: Any) -> float:
+    """Flops per byte a task's kernel must move at least (see task_bytes)."""
+    return intensity(task.flops(), task_bytes(task))
+
+
+# ---- the probe ------------------------------------------------------------------------------
+
+def _fma_kernel(accumulators: int, dtype: str) -> Callable[..., Any]:
+    """A kernel running `accumulators` independent FMA chains for n steps in each of `threads`
+    threads, its accumulators in registers (a stack buffer of constant size, as autotune's own
+    register tiles are)."""
+    import numba
+
+    from autotune.codegen.runtime import stack_empty
+    src = f"""
+def fma(n, threads, m, c, out):
+    for t in numba.prange(threads):
+        acc = numba.carray(stack_empty({accumulators}, np.{dtype}), ({accumulators},))
+        for j in range({accumulators}):
+            acc[j] = j + t
+        for _ in range(n):
+            for j in range({accumulators}):
+                acc[j] = acc[j] * m + c
+        s = acc[0]
+        for j in range(1, {accumulators}):
+            s += acc[j]
+        out[t] = s
+"""
+    ns: dict[str, Any] = {"numba": numba, "np": np, "stack_empty": stack_empty}
+    exec(compile(src, "<peak fma probe>", "exec"), ns)  # generated here from constants, never from input
+    return numba.njit(parallel=True, fastmath=True)(ns["fma"])  # type: ignore[no-any-return]
+
+
+def _read_kernel() -> Callable[..., Any]:
+    """A kernel summing x in `threads` threads, each its contiguous share (a loop LLVM vectorises
+    into several vector accumulators under fastmath: the loads, not the adds, set the pace)."""
+    import numba
+
+    def read(x, threads, out):  # type: ignore[no-untyped-def]
+        chunk = x.size // threads
+        for t in numba.prange(threads):
+            part = x[t * chunk:(t + 1) * chunk]
+            s = np.float32(0)
+            for i in range(part.size):
+                s += part[i]
+            out[t] = s
+    return numba.njit(parallel=True, fastmath=True)(read)  # type: ignore[no-any-return]
+
+
+def _best_seconds(run: Callable[[], Any], repeat: int) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def probe_gflops(dtype: str = "float32", threads: int = 1, seconds: float = 0.2, repeat: int = 5) -> float:
+    """The best FMA rate (GFLOP/s) of `threads` threads over a few chain counts."""
+    import numba
+    numba.set_num_threads(threads)
+    lanes = current().lanes(dtype)
+    one = np.dtype(dtype).type
+    best = 0.0
+    for chains in (4, 8, 12):
+        acc = lanes * chains
+        f = _fma_kernel(acc, dtype)
+        out = np.zeros(threads, dtype)
+        f(10, threads, one(0.999999), one(1e-7), out)
+        n = 1000
+        while True:  # steps that take about `seconds`
+            dt = _best_seconds(lambda: f(n, threads, one(0.999999), one(1e-7), out), 1)
+            if dt > seconds / 4 or n > 1 << 30:
+                break
+            n *= 4
+        n = max(1, int(n * seconds / max(dt, 1e-9)))
+        dt = _best_seconds(lambda: f(n, threads, one(0.999999), one(1e-7), out), repeat)
+        best = max(best, 2.0 * acc * n * threads / dt / 1e9)
+    return best
+
+
+def probe_read_gbps(threads: int = 1, repeat: int = 5) -> float:
+    """The best streaming read rate (GB/s) of `threads` threads over an array 8x the last-level
+    cache (at least 256 MiB)."""
+    import numba
+    numba.set_num_threads(threads)
+    l3 = max(cache_sizes()[2], 1 << 20)
+    n = max(8 * l3, 256 << 20) // 4
+    x = np.ones(n, np.float32)
+    out = np.zeros(threads, np.float32)
+    f = _read_kernel()
+    f(x[:threads * 1024], threads, out)
+    dt = _best_seconds(lambda: f(x, threads, out), repeat)
+    return x.nbytes / dt / 1e9
+
+
+# ---- measured once, cached ------------------------------------------------------------------
+
+def _cache_file() -> Path:
+    return settings().cache_dir / "peak.json"
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    """The cached peaks (a damaged or hostile file counts as empty: the probe runs again)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("peaks"), list):
+        return []
+    out = []
+    for p in data["peaks"][:1000]:
+        try:
+            Peak(**p)
+            if all(isinstance(p[k], (int, float)) and math.isfinite(p[k]) and p[k] > 0
+                   for k in ("threads", "gflops", "read_gbps")):
+                out.append(p)
+        except TypeError:
+            continue
+    return out
+
+
+def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = False) -> Peak:
+    """This machine's peak for `threads` threads in `dtype`: from the cache, else measured (a few
+    seconds) and cached. again=True: measured anew."""
+    if dtype not in DTYPES:
+        raise AutotuneError(f"the peak is measured for {', '.join(DTYPES)}, not {dtype!r}")
+    if not 1 <= threads <= (os.cpu_count() or 1):
+        raise AutotuneError(f"threads must be 1..{os.cpu_count()} on this machine, got {threads}")
+    cpu, isa = cpu_model(), current().isa
+    path = _cache_file()
+    peaks = _load(path)
+    if not again:
+        for p in peaks:
+            if (p["cpu"], p["isa"], p["dtype"], p["threads"]) == (cpu, isa, dtype, threads):
+                return Peak(**p)
+    with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps the probe
+        gflops, gbps = probe_gflops(dtype, threads), probe_read_gbps(threads)
+    peak = Peak(cpu, isa, dtype, threads, round(gflops, 1), round(gbps, 1), datetime.date.today().isoformat())
+    keep = [p for p in peaks if (p["cpu"], p["isa"], p["dtype"], p["threads"]) != (cpu, isa, dtype, threads)]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"schema": SCHEMA, "peaks": [*keep, asdict(peak)]}, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written: measured again next time
+    return peak
+
+
+__all__ = ["Peak", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes", "task_intensity"]

@@ -1,0 +1,66 @@
+"""The machine's limits (measure.peak): the roofline arithmetic, the probe on this machine, the
+cache (measured once, a damaged or hostile cache file measured again), and bench's figures against it."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import measure.peak as peak_mod
+from autotune.bench import BenchResult, Candidate, format_result
+from autotune.errors import AutotuneError
+from autotune.task import Task
+from measure.peak import Peak, machine_peak, probe_gflops, probe_read_gbps, task_bytes, task_intensity
+
+PEAK = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0)
+
+
+def test_the_roofline_is_the_lower_of_the_peak_and_intensity_times_bandwidth() -> None:
+    assert PEAK.attainable(0.5) == 10.0 and PEAK.bound(0.5) == "memory"
+    assert PEAK.attainable(50.0) == 200.0 and PEAK.bound(50.0) == "compute"
+    assert PEAK.share(150.0, 50.0) == pytest.approx(0.75)
+    mm = Task.create("matmul", "64x64x64", threads=1)
+    assert task_bytes(mm) == 3 * 64 * 64 * 4  # A and B read once, C written once
+    assert task_intensity(mm) == pytest.approx(2 * 64 ** 3 / (3 * 64 * 64 * 4))
+    softmax = Task.create("softmax", "64x256", threads=1)
+    assert task_intensity(softmax) < 10  # a row-wise kernel: memory bound on any machine here
+
+
+def test_the_probe_measures_this_machine() -> None:
+    """Real kernels, really timed: a register-resident FMA loop beats a scalar loop's 2 flops per
+    ns, and reading memory runs at more than 1 GB/s on every machine this project runs on."""
+    assert probe_gflops("float32", threads=1, seconds=0.02, repeat=1) > 2.0
+    assert probe_gflops("float64", threads=1, seconds=0.02, repeat=1) > 1.0
+    assert probe_read_gbps(threads=1, repeat=1) > 1.0
+
+
+def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    probes = []
+    monkeypatch.setattr(peak_mod, "probe_gflops", lambda dtype, threads: probes.append("fma") or 100.0 * threads)
+    monkeypatch.setattr(peak_mod, "probe_read_gbps", lambda threads: 10.0)
+    cache = tmp_path / "peak.json"
+    for hostile in ("not json", json.dumps({"schema": 1, "peaks": "x"}),
+                    json.dumps({"schema": 1, "peaks": [{"cpu": 1, "evil": True}]}),
+                    json.dumps({"schema": 1, "peaks": [{**PEAK.__dict__, "cpu": peak_mod.cpu_model(),
+                                                         "isa": peak_mod.current().isa, "threads": 1,
+                                                         "gflops": 1e400}]}).replace("Infinity", "1e999")):
+        cache.write_text(hostile)
+        p = machine_peak("float32", 1)
+        assert p.gflops == 100.0 and p.read_gbps == 10.0 and math.isfinite(p.gflops)
+    n = len(probes)
+    assert machine_peak("float32", 1).gflops == 100.0 and len(probes) == n  # from the cache now
+    assert machine_peak("float32", 1, again=True) and len(probes) == n + 1
+    with pytest.raises(AutotuneError, match="not 'int8'"):
+        machine_peak("int8", 1)
+
+
+def test_bench_gives_each_figure_as_a_share_of_the_limit() -> None:
+    task = Task.create("matmul", "64x64x64", "float32", threads=1)
+    r = BenchResult(task, Candidate(task.presets()[0], seconds=1e-4), 1e-4, {"numpy": 2e-4}, peak=PEAK)
+    text = format_result(r)
+    gflops = task.flops() / 1e-4 / 1e9
+    assert f"{100 * gflops / 200.0:5.1f}% of the limit" in text and "compute bound" in text
+    roof = r.to_json()["roofline"]
+    assert roof["share"] == pytest.approx(gflops / 200.0) and roof["baseline_share"]["numpy"] == pytest.approx(roof["share"] / 2)
