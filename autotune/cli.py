@@ -12,6 +12,9 @@
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
     autotune retime LOG [--top N] [--rounds R]      time each task's finalists again (alternating), appending to LOG
+    autotune generate-layout DIR [--nodes MIN:MAX]  write a SYNTHETIC TpuGraphs layout set (planted cost)
+    autotune train-layout DIR [--segment-size S]    train the layout GNN (Graph Segment Training) on DIR/train
+    autotune evaluate-layout DIR --model M          Kendall tau per graph of a layout model on DIR/test
 
 Errors print one line naming what is wrong, and exit with status 2: a bad option value is
 caught before anything runs. A run in which every trial failed exits with status 1 and one line
@@ -188,6 +191,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="also re-time records measured on a machine of another ISA (with a warning)")
     rt.add_argument("--json", dest="json_out", help="write the table as JSON to this file")
 
+    from autotune.backends.tpu.layout_commands import add_layout_parsers  # argparse only: light
+    add_layout_parsers(sub)   # generate-layout, train-layout, evaluate-layout
     return p
 
 
@@ -407,6 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_replay(args)
         if args.command == "retime":
             return cmd_retime(args)
+        if args.command in ("generate-layout", "train-layout", "evaluate-layout"):
+            from autotune.backends.tpu.layout_commands import run_layout_command
+            return run_layout_command(args)
         return cmd_bench(args)
     except AutotuneError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
