@@ -81,8 +81,8 @@ __all__ = ["MODULES", "NumbaAutotuner", "TRUST_ENV", "autotune_numba", "build", 
 
 TRUST_ENV = "AUTOTUNE_TRUSTED_KERNELS"  # module:function names and SHA-256 digests of sources a replay may compile
 STRATEGY = "autotune_numba"  # the records' strategy
-NOT_REPLAYABLE = (f"not replayable here: the kernel's source is code; pass the kernel (replay_log(trusted=[fn])) or set "
-                  f"{TRUST_ENV}=module:function or the SHA-256 of a source you trust to rebuild it")
+NOT_REPLAYABLE = ("not replayable here: the kernel's source is code; vouch for it to rebuild it: `autotune replay LOG "
+                  f"--trust module:function` (or the SHA-256 of its source), replay_log(trusted=[fn]) or {TRUST_ENV}")
 
 
 # ---- measuring configs through the common runner ------------------------------------------------

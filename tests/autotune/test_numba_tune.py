@@ -264,7 +264,7 @@ def test_records_are_common_records_that_report_shows_and_replay_refuses_without
     assert main(["replay", str(log)]) == 1  # nothing compiled: the source is code nobody vouched for
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("numba:scale3:"))
-    assert "not replayable here: the kernel's source is code; pass" in row and TRUST_ENV in row
+    assert "not replayable here: the kernel's source is code; vouch for it" in row and "--trust" in row and TRUST_ENV in row
 
 
 def test_replay_rebuilds_and_reverifies_a_vouched_kernel(
