@@ -31,7 +31,7 @@ from autotune.task import Task
 from autotune.target import cpu_model, current
 from autotune.tuner import TuneResult
 from autotune.timing_lock import TimingLock, lock_path
-from measure.peak import Peak, machine_peak, task_bytes, task_intensity
+from measure.peak import Peak, machine_peak, task_bytes, task_roofline
 from measure.timing import Timing, TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
@@ -101,14 +101,14 @@ class BenchResult:
         """What a kernel of this task taking `seconds` reaches of the machine's roofline (1.0: the limit)."""
         if self.peak is None:
             return None
-        return self.peak.share(self.task.flops() / seconds / 1e9, task_intensity(self.task))
+        return self.task.flops() / seconds / 1e9 / task_roofline(self.task, self.peak)[1]
 
     def roofline_json(self) -> dict[str, Any] | None:
         if self.peak is None:
             return None
-        i = task_intensity(self.task)
-        return {"peak_gflops": self.peak.gflops, "read_gbps": self.peak.read_gbps, "intensity": i,
-                "bound": self.peak.bound(i), "attainable_gflops": self.peak.attainable(i),
+        i, attainable, bound = task_roofline(self.task, self.peak)
+        return {"peak_gflops": self.peak.gflops, "read_gbps": self.peak.read_gbps, "l3_gbps": self.peak.l3_gbps,
+                "l2_gbps": self.peak.l2_gbps, "intensity": i, "bound": bound, "attainable_gflops": attainable,
                 "min_bytes": task_bytes(self.task), "share": self.share(self.kernel_seconds),
                 "baseline_share": {k: self.share(v) for k, v in self.baselines.items()}}
 
@@ -281,10 +281,12 @@ def format_result(r: BenchResult) -> str:
         lines.append(f"  {name:<8}  {t.flops() / sec / 1e9:8.1f} {unit}  ({sec * 1e3:.3f} ms){limit(sec)}  "
                      f"autotune/{name} = {r.ratio(name):.2f}x")
     if r.peak is not None:
-        i = task_intensity(t)
-        lines.append(f"  limit     {r.peak.attainable(i):8.1f} {unit}  {r.peak.bound(i)} bound at {i:.2f} flop/byte "
-                     f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak, "
-                     f"{r.peak.read_gbps:.1f} GB/s streaming read; measure.peak)")
+        i, attainable, bound = task_roofline(t, r.peak)
+        mib = task_bytes(t) / (1 << 20)
+        lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound: {i:.2f} flop/byte, {mib:.1f} MiB moved "
+                     f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak; "
+                     f"read {r.peak.read_gbps:.0f} GB/s from memory, {r.peak.l3_gbps:.0f} from L3, "
+                     f"{r.peak.l2_gbps:.0f} from L2; measure.peak)")
     if "torch" not in r.baselines and t.template.torch_reference is not None:
         import importlib.util
         if importlib.util.find_spec("torch") is None:

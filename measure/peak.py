@@ -1,14 +1,17 @@
 """This machine's limits, measured once and kept in the cache: the peak floating-point rate (a
-register-resident FMA loop per thread, compiled like autotune's kernels) and the streaming read
-bandwidth (every thread summing its share of an array far larger than the last-level cache). A
-kernel's share of the machine is its speed over the roofline at its arithmetic intensity:
-min(peak, intensity x bandwidth), the intensity being its flops over the bytes it must move at
-least (every input read once, the output written once).
+register-resident FMA loop per thread, compiled like autotune's kernels) and the read bandwidth
+of memory and of the caches (every thread summing its share of an array far larger than the
+last-level cache, of one that fits the L3, of one that fits the threads' L2s). A kernel's share of
+the machine is its speed over the roofline at its arithmetic intensity: min(peak, intensity x
+bandwidth), the intensity being its flops over the bytes it must move at least (every input read
+once, the output written once), the bandwidth that of the smallest level its bytes fit (a kernel
+timed call after call keeps what fits in the cache).
 
     >>> from measure.peak import Peak
-    >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0)
-    >>> p.attainable(1.0), p.attainable(100.0), round(p.share(100.0, 100.0), 2)
-    (20.0, 200.0, 0.5)
+    >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
+    ...          l3_gbps=60.0, l3_bytes=32 << 20, l2_gbps=120.0, l2_bytes=1 << 20)
+    >>> p.attainable(1.0), p.attainable(1.0, nbytes=8 << 20), p.attainable(100.0), round(p.share(100.0, 100.0), 2)
+    (20.0, 60.0, 200.0, 0.5)
 
 The probe takes a few seconds; `machine_peak` measures once per (CPU model, ISA, dtype, threads)
 and reads it back from `$AUTOTUNE_CACHE_DIR/peak.json` afterwards (`autotune peak --again` measures
@@ -33,13 +36,14 @@ from autotune.errors import AutotuneError
 from autotune.target import cache_sizes, cpu_model, current
 from autotune.timing_lock import TimingLock, lock_path
 
-SCHEMA = 1
+SCHEMA = 2
 DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
 class Peak:
-    """gflops: the FMA peak of `threads` threads in `dtype`; read_gbps: their streaming read rate."""
+    """gflops: the FMA peak of `threads` threads in `dtype`; read_gbps: their read rate from memory;
+    l3_gbps / l2_gbps: from the L3 / their L2s, for working sets of up to l3_bytes / l2_bytes."""
     cpu: str
     isa: str
     dtype: str
@@ -47,18 +51,32 @@ class Peak:
     gflops: float
     read_gbps: float
     measured: str = ""
+    l3_gbps: float = 0.0
+    l3_bytes: int = 0
+    l2_gbps: float = 0.0
+    l2_bytes: int = 0
 
-    def attainable(self, intensity: float) -> float:
-        """The roofline: the GFLOP/s a kernel of this many flops per byte moved can reach."""
-        return min(self.gflops, intensity * self.read_gbps)
+    def bandwidth(self, nbytes: float | None = None) -> tuple[float, str]:
+        """(GB/s, level) of the smallest level a working set of nbytes fits (None: memory)."""
+        if nbytes is not None:
+            for gbps, size, level in ((self.l2_gbps, self.l2_bytes, "L2"), (self.l3_gbps, self.l3_bytes, "L3")):
+                if gbps > 0 and nbytes <= size:
+                    return gbps, level
+        return self.read_gbps, "memory"
 
-    def share(self, gflops: float, intensity: float) -> float:
+    def attainable(self, intensity: float, nbytes: float | None = None) -> float:
+        """The roofline: the GFLOP/s a kernel of this many flops per byte moved (nbytes in all, or
+        None: from memory) can reach."""
+        return min(self.gflops, intensity * self.bandwidth(nbytes)[0])
+
+    def share(self, gflops: float, intensity: float, nbytes: float | None = None) -> float:
         """A kernel's speed over what the roofline allows at its intensity (1.0: at the limit)."""
-        return gflops / self.attainable(intensity)
+        return gflops / self.attainable(intensity, nbytes)
 
-    def bound(self, intensity: float) -> str:
-        """'memory' when the roofline at this intensity is the bandwidth, else 'compute'."""
-        return "memory" if intensity * self.read_gbps < self.gflops else "compute"
+    def bound(self, intensity: float, nbytes: float | None = None) -> str:
+        """'memory', 'L3' or 'L2' when the roofline at this intensity is that bandwidth, else 'compute'."""
+        gbps, level = self.bandwidth(nbytes)
+        return level if intensity * gbps < self.gflops else "compute"
 
 
 def intensity(flops: float, nbytes: float) -> float:
@@ -70,6 +88,12 @@ def task_bytes(task: Any) -> float:
     """The bytes a task's kernel must move at least: its inputs read once and its output written once."""
     item = np.dtype(task.dtype).itemsize
     return float(sum(math.prod(shape) for shape in task.views()) * item)
+
+
+def task_roofline(task: Any, peak: Peak) -> tuple[float, float, str]:
+    """(intensity, attainable GFLOP/s, bound) of a task's kernel on a machine of this peak."""
+    i, nbytes = task_intensity(task), task_bytes(task)
+    return i, peak.attainable(i, nbytes), peak.bound(i, nbytes)
 
 
 def task_intensity(task: Any) -> float:
@@ -110,13 +134,14 @@ def _read_kernel() -> Callable[..., Any]:
     into several vector accumulators under fastmath: the loads, not the adds, set the pace)."""
     import numba
 
-    def read(x, threads, out):  # type: ignore[no-untyped-def]
+    def read(x, threads, passes, out):  # type: ignore[no-untyped-def]
         chunk = x.size // threads
         for t in numba.prange(threads):
             part = x[t * chunk:(t + 1) * chunk]
             s = np.float32(0)
-            for i in range(part.size):
-                s += part[i]
+            for _ in range(passes):
+                for i in range(part.size):
+                    s += part[i]
             out[t] = s
     return numba.njit(parallel=True, fastmath=True)(read)  # type: ignore[no-any-return]
 
@@ -154,19 +179,28 @@ def probe_gflops(dtype: str = "float32", threads: int = 1, seconds: float = 0.2,
     return best
 
 
-def probe_read_gbps(threads: int = 1, repeat: int = 5) -> float:
-    """The best streaming read rate (GB/s) of `threads` threads over an array 8x the last-level
-    cache (at least 256 MiB)."""
+def probe_read_gbps(threads: int = 1, repeat: int = 10, nbytes: int | None = None) -> float:
+    """The best read rate (GB/s) of `threads` threads summing an array of nbytes (None: 8x the
+    last-level cache, at least 256 MiB: from memory), read again and again (a cache-sized array
+    stays in the cache)."""
     import numba
     numba.set_num_threads(threads)
-    l3 = max(cache_sizes()[2], 1 << 20)
-    n = max(8 * l3, 256 << 20) // 4
-    x = np.ones(n, np.float32)
+    if nbytes is None:
+        nbytes = max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)
+    x = np.ones(max(nbytes // 4, threads * 1024), np.float32)
     out = np.zeros(threads, np.float32)
     f = _read_kernel()
-    f(x[:threads * 1024], threads, out)
-    dt = _best_seconds(lambda: f(x, threads, out), repeat)
-    return x.nbytes / dt / 1e9
+    f(x, threads, 1, out)
+    passes = max(1, (64 << 20) // x.nbytes)  # at least 64 MiB a timing
+    dt = _best_seconds(lambda: f(x, threads, passes, out), repeat)
+    return x.nbytes * passes / dt / 1e9
+
+
+def cache_levels(threads: int) -> tuple[int, int]:
+    """(L2 bytes of `threads` threads, L3 bytes): the working sets that stay in each level (half
+    the size, for what else the level holds)."""
+    _, l2, l3 = cache_sizes()
+    return threads * l2 // 2, l3 // 2
 
 
 # ---- measured once, cached ------------------------------------------------------------------
@@ -187,8 +221,8 @@ def _load(path: Path) -> list[dict[str, Any]]:
     for p in data["peaks"][:1000]:
         try:
             Peak(**p)
-            if all(isinstance(p[k], (int, float)) and math.isfinite(p[k]) and p[k] > 0
-                   for k in ("threads", "gflops", "read_gbps")):
+            if all(isinstance(p.get(k), (int, float)) and math.isfinite(p[k]) and p[k] > 0
+                   for k in ("threads", "gflops", "read_gbps", "l3_gbps", "l3_bytes", "l2_gbps", "l2_bytes")):
                 out.append(p)
         except TypeError:
             continue
@@ -209,9 +243,12 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
         for p in peaks:
             if (p["cpu"], p["isa"], p["dtype"], p["threads"]) == (cpu, isa, dtype, threads):
                 return Peak(**p)
+    l2_bytes, l3_bytes = cache_levels(threads)
     with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps the probe
         gflops, gbps = probe_gflops(dtype, threads), probe_read_gbps(threads)
-    peak = Peak(cpu, isa, dtype, threads, round(gflops, 1), round(gbps, 1), datetime.date.today().isoformat())
+        l3_gbps, l2_gbps = probe_read_gbps(threads, nbytes=l3_bytes), probe_read_gbps(threads, nbytes=l2_bytes)
+    peak = Peak(cpu, isa, dtype, threads, round(gflops, 1), round(gbps, 1), datetime.date.today().isoformat(),
+                round(l3_gbps, 1), l3_bytes, round(l2_gbps, 1), l2_bytes)
     keep = [p for p in peaks if (p["cpu"], p["isa"], p["dtype"], p["threads"]) != (cpu, isa, dtype, threads)]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,4 +260,5 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
     return peak
 
 
-__all__ = ["Peak", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes", "task_intensity"]
+__all__ = ["Peak", "cache_levels", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes",
+           "task_intensity", "task_roofline"]

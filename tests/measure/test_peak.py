@@ -13,13 +13,16 @@ from autotune.errors import AutotuneError
 from autotune.task import Task
 from measure.peak import Peak, machine_peak, probe_gflops, probe_read_gbps, task_bytes, task_intensity
 
-PEAK = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0)
+PEAK = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
+            l3_gbps=60.0, l3_bytes=16 << 20, l2_gbps=100.0, l2_bytes=1 << 20)
 
 
 def test_the_roofline_is_the_lower_of_the_peak_and_intensity_times_bandwidth() -> None:
     assert PEAK.attainable(0.5) == 10.0 and PEAK.bound(0.5) == "memory"
     assert PEAK.attainable(50.0) == 200.0 and PEAK.bound(50.0) == "compute"
     assert PEAK.share(150.0, 50.0) == pytest.approx(0.75)
+    assert PEAK.attainable(0.5, nbytes=8 << 20) == 30.0 and PEAK.bound(0.5, nbytes=8 << 20) == "L3"  # it stays in L3
+    assert PEAK.attainable(0.5, nbytes=512 << 10) == 50.0 and PEAK.bound(0.5, nbytes=64 << 20) == "memory"
     mm = Task.create("matmul", "64x64x64", threads=1)
     assert task_bytes(mm) == 3 * 64 * 64 * 4  # A and B read once, C written once
     assert task_intensity(mm) == pytest.approx(2 * 64 ** 3 / (3 * 64 * 64 * 4))
@@ -33,13 +36,14 @@ def test_the_probe_measures_this_machine() -> None:
     assert probe_gflops("float32", threads=1, seconds=0.02, repeat=1) > 2.0
     assert probe_gflops("float64", threads=1, seconds=0.02, repeat=1) > 1.0
     assert probe_read_gbps(threads=1, repeat=1) > 1.0
+    assert probe_read_gbps(threads=1, repeat=1, nbytes=256 << 10) > 1.0
 
 
 def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
     probes = []
     monkeypatch.setattr(peak_mod, "probe_gflops", lambda dtype, threads: probes.append("fma") or 100.0 * threads)
-    monkeypatch.setattr(peak_mod, "probe_read_gbps", lambda threads: 10.0)
+    monkeypatch.setattr(peak_mod, "probe_read_gbps", lambda threads, nbytes=None: 10.0 if nbytes is None else 50.0)
     cache = tmp_path / "peak.json"
     for hostile in ("not json", json.dumps({"schema": 1, "peaks": "x"}),
                     json.dumps({"schema": 1, "peaks": [{"cpu": 1, "evil": True}]}),
@@ -61,6 +65,6 @@ def test_bench_gives_each_figure_as_a_share_of_the_limit() -> None:
     r = BenchResult(task, Candidate(task.presets()[0], seconds=1e-4), 1e-4, {"numpy": 2e-4}, peak=PEAK)
     text = format_result(r)
     gflops = task.flops() / 1e-4 / 1e9
-    assert f"{100 * gflops / 200.0:5.1f}% of the limit" in text and "compute bound" in text
+    assert f"{100 * gflops / 200.0:5.1f}% of the limit" in text and "compute bound" in text  # 64^3: 48 KiB, in L2
     roof = r.to_json()["roofline"]
     assert roof["share"] == pytest.approx(gflops / 200.0) and roof["baseline_share"]["numpy"] == pytest.approx(roof["share"] / 2)
