@@ -1,5 +1,13 @@
-"""autotune: an operator-level tensor-program autotuner that compiles schedules with Numba."""
-from autotune.environment import configure_numba
+"""autotune: an operator-level tensor-program autotuner that compiles schedules with Numba.
+
+Its operator library and runners are `autotune.templates` and `autotune.measure`: installed inside
+this package, and in a checkout the `templates/` and `measure/` folders beside it
+(autotune.environment.serve_checkout). Nothing is installed at the top of site-packages but
+`autotune`, so a user's own `measure.py` or `templates/` is never imported in their place.
+"""
+from autotune.environment import configure_numba, serve_checkout
+
+serve_checkout()
 
 configure_numba()
 

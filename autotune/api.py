@@ -55,7 +55,7 @@ from autotune.records import Log, Record, best_per_task, from_target, preference
 from autotune.retime import busy_note
 from autotune.target import current_target
 from autotune.task import DTYPES, Argument, Task, by_reference, check_out, first_nonfinite
-from templates import Template, get_template, register
+from autotune.templates import Template, get_template, register
 
 POLICIES = ("tune", "log", "default")
 _logs: dict[str, Log] = {}  # each log a tuned op consults, read once and then followed

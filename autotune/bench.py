@@ -18,6 +18,7 @@ import contextlib
 import os
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -31,8 +32,8 @@ from autotune.task import Task
 from autotune.target import cpu_model, current
 from autotune.tuner import TuneResult
 from autotune.timing_lock import TimingLock, lock_path
-from measure.peak import Peak, machine_peak, task_bytes, task_roofline
-from measure.timing import Timing, TimingProtocol, time_callable
+from autotune.measure.peak import Peak, machine_peak, task_bytes, task_roofline
+from autotune.measure.timing import Timing, TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
 
@@ -202,7 +203,7 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
 
     from autotune.records import load_records
     from autotune.tuning import tune
-    from measure.local import LocalRunnerOptions
+    from autotune.measure.local import LocalRunnerOptions
     finalists = FinalistOptions(count=options.finalists, within=options.finalist_within,
                                 noisy_count=2 * options.finalists, rounds=options.pick_rounds)
     with contextlib.ExitStack() as stack:
@@ -233,13 +234,21 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     best = Candidate(tuned.best_config, tuned.best_seconds,
                      next((c.compile_seconds for c in cands if c.config == tuned.best_config), None))
     run = task.build(best.config).bind(*inputs)
+    if options.progress and options.peak and has_roofline(task):
+        print("autotune: this machine's peak: from the cache, else measured once (a few seconds)", file=sys.stderr,
+              flush=True)
     peak = machine_peak(task.dtype, task.threads) if options.peak and has_roofline(task) else None
     base = baseline_callables(task, inputs, options.baselines)
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
     timings: list[Timing] = []
+    if options.progress:  # each round says so: the comparison takes seconds, and is never silent for long
+        print(f"autotune: timing the best kernel against {', '.join(base) or 'nothing'} in {options.rounds} "
+              "alternating rounds...", file=sys.stderr, flush=True)
     with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps these
-        for _ in range(options.rounds):
+        for n in range(options.rounds):
+            if options.progress and n:
+                print(f"autotune: round {n + 1} of {options.rounds}", file=sys.stderr, flush=True)
             for name, fn in base.items():
                 with blas_threads(task.threads):
                     timings.append(time_callable(fn, options.protocol))

@@ -12,6 +12,7 @@
     autotune report LOG [--plot PNG]                summary table and tuning curves of a log
     autotune replay LOG [--json OUT]                re-verify and re-time the best kernels of a log
     autotune retime LOG [--top N] [--rounds R]      time each task's finalists again (alternating), appending to LOG
+    autotune cache [--prune] [--max-mb N]           the kernel cache's size; prune it, least recently used first
     autotune generate-layout DIR [--nodes MIN:MAX]  write a SYNTHETIC TpuGraphs layout set (planted cost)
     autotune train-layout DIR [--segment-size S]    train the layout GNN (Graph Segment Training) on DIR/train
     autotune evaluate-layout DIR --model M          Kendall tau per graph of a layout model on DIR/test
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
@@ -78,7 +80,30 @@ def _tile_models(text: str) -> list[str]:
 
 
 POSITIVE, COUNT = _int_at_least(1), _int_at_least(0)
+SHAPE_CHARS = re.compile(r"^[0-9xX ]*$")
+
+
+def _shape(text: str) -> str:
+    """A shape as the command line takes it: integers joined by 'x' (64x64x64); anything else
+    (commas, other separators, words) is an error naming that form. The numbers' count and values
+    are checked against the operator later (autotune.templates.base.Template.parse_shape)."""
+    if not SHAPE_CHARS.match(text) or not text.strip():
+        raise argparse.ArgumentTypeError(f"bad shape {text!r}: expected integers joined by 'x', like 64x64x64")
+    return text
+
+
+def _megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a size in MB >= 0, got {text!r}")
+    return value
+
 TRIALS_HELP = "trials to make in this run (measurements resumed from the log are not counted)"
+NO_PROGRESS_HELP = ("no progress while tuning (default: a live bar on a terminal, elsewhere a plain line every "
+                    "few seconds on stderr)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,8 +115,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def task_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("op", help="operator name (see `autotune list`)")
-        sp.add_argument("--shape", help="shape like 1024x1024x1024 (default: the operator's default)")
-        sp.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+        sp.add_argument("--shape", type=_shape, help="shape: integers joined by 'x', like 1024x1024x1024, in the "
+                        "order `autotune list` gives the operator's dims (default: the operator's default)")
+        sp.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                        help="element type of the inputs and output (default: float32)")
         sp.add_argument("--threads", type=POSITIVE, default=None, help="threads for parallel kernels (default: all cores)")
 
     def search_args(sp: argparse.ArgumentParser) -> None:
@@ -111,12 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     task_args(bench)
     bench.add_argument("--trials", type=COUNT, default=16,
                        help=TRIALS_HELP + ", presets first; 0 with --log re-times the log's best")
-    bench.add_argument("--seed", type=COUNT, default=0)
+    bench.add_argument("--seed", type=COUNT, default=0, help="random seed of the search and the inputs (default: 0)")
     bench.add_argument("--rounds", type=POSITIVE, default=3, help="alternating timing blocks for the comparison")
     bench.add_argument("--log", help="tuning log to reuse and extend (default: a temporary one)")
     search_args(bench)
     bench.add_argument("--json", dest="json_out", help="write the result as JSON to this file")
-    bench.add_argument("--no-progress", action="store_true")
+    bench.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     tn = sub.add_parser("tune", help="tune an operator at a shape, logging every measurement")
     task_args(tn)
     tn.add_argument("--trials", type=POSITIVE, default=64, help=TRIALS_HELP)
@@ -124,24 +151,26 @@ def _parser() -> argparse.ArgumentParser:
     search_args(tn)
     tn.add_argument("--runner", choices=RUNNERS.names(), default=None,
                     help="where to measure (default: the operator's backend; local worker processes for CPU)")
-    tn.add_argument("--seed", type=COUNT, default=0)
+    tn.add_argument("--seed", type=COUNT, default=0, help="random seed of the search (default: 0)")
     tn.add_argument("--batch", type=POSITIVE, default=8, help="configs compiled in parallel per round")
     tn.add_argument("--timeout", type=_seconds, default=None, help="wall-time budget in seconds")
     tn.add_argument("--early-stopping", type=POSITIVE, default=None, help="stop after N trials without improvement")
     tn.add_argument("--json", dest="json_out", help="write a summary as JSON to this file")
-    tn.add_argument("--no-progress", action="store_true")
+    tn.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
     tm = sub.add_parser("train-model", help="train a cost model on tuning logs and save it")
     tm.add_argument("logs", nargs="+", help="tuning logs to learn from")
-    tm.add_argument("--model", choices=list(TRAINABLE_MODELS), default="xgb")
-    tm.add_argument("--objective", choices=["rank", "regression"], default="rank")
+    tm.add_argument("--model", choices=list(TRAINABLE_MODELS), default="xgb", help="the kind of model (default: xgb)")
+    tm.add_argument("--objective", choices=["rank", "regression"], default="rank",
+                    help="rank: learn the order of configs within a task (what a search needs); regression: "
+                    "learn their throughput (default: rank)")
     tm.add_argument("--out", required=True, help="model file to write (JSON)")
 
     ev = sub.add_parser("evaluate-model", help="rank a held-out log with a model: Kendall tau, top-k, APE")
     ev.add_argument("--model", required=True, help="a saved model file")
     ev.add_argument("--log", required=True, help="held-out tuning log")
     ev.add_argument("--plot", help="write predicted score vs measured throughput to this PNG")
-    ev.add_argument("--json", dest="json_out")
+    ev.add_argument("--json", dest="json_out", help="write the scores as JSON to this file")
 
     sw = sub.add_parser("sweep", help="tune many operators x shapes over Ray into one log")
     sw.add_argument("spec", help="sweep spec (TOML or YAML): [[task]] entries with op, shapes, dtypes, trials "
@@ -149,17 +178,17 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--log", required=True, help="the log every record streams into (resumed if it exists)")
     sw.add_argument("--address", help="a Ray cluster address (default: start a local Ray)")
     sw.add_argument("--compile-workers", type=POSITIVE, default=1, help="parallel compiles per task")
-    sw.add_argument("--no-progress", action="store_true")
+    sw.add_argument("--no-progress", action="store_true", help="no live table (a plain one is printed at the end)")
 
     et = sub.add_parser("evaluate-tiles", help="TPU tile selection: APE of learned vs analytical models")
     et.add_argument("--kernels", type=POSITIVE, default=300, help="random kernels (ResNet, BERT, EfficientNet-like)")
-    et.add_argument("--seed", type=COUNT, default=0)
+    et.add_argument("--seed", type=COUNT, default=0, help="random seed of the kernels and models (default: 0)")
     et.add_argument("--models", type=_tile_models, default="analytical,xgb,lgbm,gnn,random",
                     help="comma-separated cost models to compare")
     et.add_argument("--search-kernels", type=COUNT, default=10,
                     help="held-out kernels tuned with guided search (0: none)")
     et.add_argument("--export", help="write the dataset as TpuGraphs tile .npz files into this directory")
-    et.add_argument("--json", dest="json_out")
+    et.add_argument("--json", dest="json_out", help="write the scores as JSON to this file")
     et.add_argument("--real", metavar="FILE", help="score on real TPU runs (format of ../shared/tpu_real/kernels.json): "
                     "emulator, learned models trained on emulator data, learned corrections of the emulator trained on "
                     "the real runs (xgb+emu, lgbm+emu), analytical, XLA's default; failed runs are counted, never chosen")
@@ -168,7 +197,29 @@ def _parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="summarise a log and draw its tuning curves")
     rep.add_argument("log", help="a tuning log (JSON lines)")
-    rep.add_argument("--plot", help="write the tuning curves (best vs trials and vs wall time) to this PNG")
+    rep.add_argument("--plot", help="write the tuning curves (best vs trials and vs wall time) and the best kernels "
+                     "against this machine's roofline to this PNG (its folders are made; may measure the machine's "
+                     "peak once, a few seconds)")
+
+    ca = sub.add_parser("cache", help="show the kernel cache's size (AUTOTUNE_CACHE_DIR); prune it to a cap, least "
+                        "recently used kernels first")
+    ca.add_argument("--prune", action="store_true",
+                    help="remove generated kernels and their Numba cache files, least recently used first, until the "
+                    "cache is at most --max-mb (keys, the timing lock and peak.json stay)")
+    ca.add_argument("--max-mb", type=_megabytes, default=None,
+                    help="the cap in MB (10^6 bytes) for --prune; without --prune, say what pruning to it would remove "
+                    "(default: AUTOTUNE_CACHE_MAX_MB, else 500)")
+
+    db = sub.add_parser("dashboard", help="a local web page over logs, updating while tuners and sweeps append: "
+                        "best-so-far curves, measured configs, a sweep's tasks (needs autotune[dashboard])")
+    db.add_argument("logs", nargs="+", metavar="LOG",
+                    help="tuning logs (JSON lines); one not yet written is waited for")
+    db.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    db.add_argument("--port", type=_int_at_least(0), default=8050, help="port (default: 8050; 0: any free port)")
+    db.add_argument("--bench", action="append", default=[], metavar="FILE",
+                    help="an `autotune bench --json` file whose baselines to show (repeatable; those beside a "
+                         "log are found)")
+    db.add_argument("--interval", type=_seconds, default=1.0, help="seconds between updates of the page (default: 1)")
 
     rp = sub.add_parser("replay", help="rebuild, re-verify and re-time the best kernel of each task in a log")
     rp.add_argument("log", help="a tuning log (JSON lines)")
@@ -198,7 +249,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _task(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from autotune.task import Task
-    from templates import get_template
+    from autotune.templates import get_template
     t = get_template(args.op)
     return Task.create(t, args.shape or t.default_shape, args.dtype, args.threads)
 
@@ -223,7 +274,7 @@ def _config(task, text: str | None):  # type: ignore[no-untyped-def]
 
 
 def cmd_list() -> int:
-    from templates import TEMPLATES
+    from autotune.templates import TEMPLATES
     for name, t in sorted(TEMPLATES.items()):
         if not t.default_shape:
             continue
@@ -256,7 +307,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     cfg = _config(task, args.config)
     sched, opts = task.schedule(cfg)
     from autotune.codegen import generate_source
-    print(f"# {task.key()}  config {cfg.key()}")
+    from autotune.display import readable_key
+    print(f"# {readable_key(task.key())}  config {cfg.key()}")
     if args.trace:
         print("# trace: " + json.dumps(sched.trace_json()))
     print(generate_source(sched, reassoc=opts.reassoc, noalias=opts.noalias))
@@ -268,8 +320,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     task = _task(args)
     if args.trials == 0 and not args.log:
         raise AutotuneError("--trials must be >= 1 (or 0 with --log: re-time the log's best), got 0")
-    opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=args.rounds,
-                        progress=not args.no_progress and sys.stderr.isatty())
+    opts = BenchOptions(trials=args.trials, seed=args.seed, rounds=args.rounds, progress=not args.no_progress)
     result = run_bench(task, opts, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
                        pretrained=args.pretrained)
     print(format_result(result))
@@ -280,6 +331,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from autotune.display import readable_key
     from autotune.retime import busy_note
     from autotune.tuning import NoValidConfig, no_valid_config, tune
     task = _task(args)
@@ -293,7 +345,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     unit = task.template.metric
     twins = f", {result.duplicates} not measured: the same kernel as one measured" if result.duplicates else ""
     finals = f"; {result.retimed} finalists timed again in alternating rounds" if result.retimed else ""
-    print(f"{task.key()}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
+    print(f"{readable_key(task.key())}: best {result.best_gflops:.1f} {unit} after {result.measured} new trials "
           f"({result.resumed} resumed from the log, {result.errors} failed{twins}) in {result.wall_seconds:.1f} s"
           f"{finals}")
     if result.best_config is not None:
@@ -322,10 +374,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        progress=not args.no_progress)
     # the live table stays on a terminal; the plain one is for a redirected stdout (a log, a pipe)
     shown_live = not args.no_progress and sys.stderr.isatty() and sys.stdout.isatty()
+    from autotune.display import readable_key
     failed = 0
     for key, st in states.items():
         if not shown_live:
-            print(f"{key:<44} {st.new:>4}/{st.task.trials:<4} {st.status}")
+            print(f"{readable_key(key):<44} {st.new:>4}/{st.task.trials:<4} {st.status}")
         failed += st.status.startswith("failed")
     print(f"records are in {args.log}; replay them with `autotune replay {args.log}`")
     from autotune.retime import busy_note
@@ -348,6 +401,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_retime(args: argparse.Namespace) -> int:
+    from autotune.display import readable_key
     from autotune.retime import busy_note
     from autotune.task import speed_unit
     from autotune.tuning import RetimeRow, retime
@@ -359,12 +413,15 @@ def cmd_retime(args: argparse.Namespace) -> int:
 
     def show(row: RetimeRow) -> None:
         changed = "" if row.after.config_key() == row.before.config_key() else "; a new best config"
-        print(f"{row.key}: {row.retimed} re-timed ({row.noisy} noisy); best {speed(row, row.before.seconds)} "
+        print(f"{readable_key(row.key)}: {row.retimed} re-timed ({row.noisy} noisy); best {speed(row, row.before.seconds)} "
               f"before, {speed(row, row.after.seconds)} after{changed}", flush=True)
-    rows = retime(log=args.log, top=args.top, rounds=args.rounds, any_target=args.any_target, on_task=show)
+    def start(key: str, finalists: int, rounds: int) -> None:
+        print(f"{readable_key(key)}: re-timing {finalists} finalists in {rounds} alternating rounds...", flush=True)
+    rows = retime(log=args.log, top=args.top, rounds=args.rounds, any_target=args.any_target, on_task=show,
+                  on_start=start)
     for row in rows:
         if row.error is not None:
-            print(f"{row.key}: not re-timed: {row.error}")
+            print(f"{readable_key(row.key)}: not re-timed: {row.error}")
     note = busy_note(sum(r.noisy for r in rows), sum(r.retimed for r in rows), args.log)
     if note:
         print(note)
@@ -374,6 +431,27 @@ def cmd_retime(args: argparse.Namespace) -> int:
             "before": {"config": dict(r.before.config), "seconds": r.before.seconds},
             "after": {"config": dict(r.after.config), "seconds": r.after.seconds}} for r in rows], indent=2) + "\n")
     return 1 if any(r.error for r in rows) else 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from autotune.cache import MB, prune, usage
+    from autotune.environment import cache_max_mb
+    now = usage()
+    print(f"cache {now.describe()}")
+    cap = cache_max_mb()
+    print("cap when a tuning session starts: " + (f"{cap:g} MB" if cap > 0 else "none") + " (AUTOTUNE_CACHE_MAX_MB)")
+    if not args.prune and args.max_mb is None:
+        return 0
+    limit = args.max_mb if args.max_mb is not None else cap
+    if args.max_mb is None and cap <= 0:
+        raise AutotuneError("AUTOTUNE_CACHE_MAX_MB=0 sets no cap: pass --max-mb N to prune to N MB")
+    done = prune(max_bytes=int(limit * MB), dry_run=not args.prune)
+    if args.prune:
+        print(f"removed {done.kernels} least recently used kernels ({done.bytes / MB:.1f} MB); now {done.after.describe()}")
+    else:
+        print(f"--prune --max-mb {limit:g} would remove {done.kernels} least recently used kernels "
+              f"({done.bytes / MB:.1f} MB)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,10 +486,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "report":
             from autotune.report import report
             return report(args.log, args.plot)
+        if args.command == "dashboard":
+            from autotune.dashboard import run_dashboard
+            return run_dashboard(args.logs, host=args.host, port=args.port, bench=args.bench, interval=args.interval)
         if args.command == "replay":
             return cmd_replay(args)
         if args.command == "retime":
             return cmd_retime(args)
+        if args.command == "cache":
+            return cmd_cache(args)
         if args.command in ("generate-layout", "train-layout", "evaluate-layout"):
             from autotune.backends.tpu.layout_commands import run_layout_command
             return run_layout_command(args)

@@ -45,7 +45,7 @@ from autotune.ir.serialize import MAX_RANK, content_hash, from_data, to_data
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
 from autotune.codegen.options import CodegenOptions
-from templates.base import Template
+from autotune.templates.base import Template
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,7 @@ def register_definition(name: str, data: Any) -> Template:
     >>> t.define({"A0": 4}, "float64").shape
     (4,)
     """
-    from templates import TEMPLATES, is_library, register
+    from autotune.templates import TEMPLATES, is_library, register
     name = check_op_name(name)
     if is_library(name):
         raise DefinitionError(f"{name!r} is a library operator: a definition cannot replace it")

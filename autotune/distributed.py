@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autotune.errors import AutotuneError
-from measure.ray_cluster import connect
+from autotune.measure.ray_cluster import connect
 
 MAX_SPEC_BYTES = 1 << 20  # a sweep spec's text
 MAX_SWEEP_TASKS = 10000   # tasks a spec may expand to
@@ -173,8 +173,8 @@ def _tune_remote(spec: dict[str, Any], previous: list[str], queue, compile_worke
     from autotune.records import Record, RecordLog
     from autotune.task import Task
     from autotune.tuning import tune
-    from measure.local import LocalRunnerOptions
-    from templates import USER_MODULES
+    from autotune.measure.local import LocalRunnerOptions
+    from autotune.templates import USER_MODULES
     USER_MODULES.extend(m for m in template_modules if m not in USER_MODULES)
     for m in template_modules:
         if not m.startswith("file:"):
@@ -266,7 +266,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         st.resumed = st.done
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from templates import USER_MODULES
+    from autotune.templates import USER_MODULES
     here = ray.get_runtime_context().get_node_id()  # the queue lives and dies with the driver's node
 
     def new_queue() -> Queue:  # not soft: Ray may then put it on another node, whose death takes the queue along

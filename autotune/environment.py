@@ -8,6 +8,8 @@ template modules, cache directory, threads, target) in their first protocol mess
 Variables autotune reads:
   AUTOTUNE_CACHE_DIR        where generated kernels, Numba's compile cache and the timing lock live
                             (default: ~/.cache/autotune)
+  AUTOTUNE_CACHE_MAX_MB      the cache's size cap in MB, applied (least recently used kernels pruned)
+                            when a tuning session starts; 0: no cap (default: 500; `autotune cache`)
   AUTOTUNE_THREADS          default thread count for parallel kernels (default: all cores)
   AUTOTUNE_TARGET           the target kernels are generated, judged and timed for: a name that
                             `autotune targets` lists (host, avx512, avx2, sse4.2, neon; default: host).
@@ -96,9 +98,59 @@ def trusted_kernels() -> list[str]:
     return [t.strip() for t in os.environ.get("AUTOTUNE_TRUSTED_KERNELS", "").split(",") if t.strip()]
 
 
+DEFAULT_CACHE_MAX_MB = 500.0
+
+
+def cache_max_mb() -> float:
+    """AUTOTUNE_CACHE_MAX_MB: the size in MB the kernel cache is pruned to, least recently used
+    kernels first, when a tuning session starts (autotune.cache; 0: no cap). Default 500; a value
+    that is no number >= 0 takes the default, with a warning."""
+    text = os.environ.get("AUTOTUNE_CACHE_MAX_MB", "").strip()
+    if not text:
+        return DEFAULT_CACHE_MAX_MB
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value != float("inf")):
+        warnings.warn(f"AUTOTUNE_CACHE_MAX_MB={text!r} is not a size in MB >= 0; using {DEFAULT_CACHE_MAX_MB:g}",
+                      RuntimeWarning, stacklevel=2)
+        return DEFAULT_CACHE_MAX_MB
+    return value
+
+
 def use_settings(s: Settings) -> None:
     """Make settings() return `s` in this process (a measurement worker: its driver's settings)."""
     _given[:] = [s]
+
+
+CHECKOUT_PACKAGES = ("templates", "measure")  # folders beside autotune/ that are subpackages of it
+
+
+class _CheckoutFinder:
+    """Finds autotune.templates and autotune.measure in a checkout's templates/ and measure/ folders
+    (an installed autotune holds them inside itself, and this finder is not installed)."""
+
+    @staticmethod
+    def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.util
+        top, _, name = fullname.partition(".")
+        if top != "autotune" or name not in CHECKOUT_PACKAGES:
+            return None
+        folder = ROOT / name
+        return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+
+
+def serve_checkout() -> None:
+    """In a checkout (templates/ and measure/ beside autotune/, not inside it), make them importable
+    as autotune.templates and autotune.measure. Idempotent."""
+    import sys
+    here = Path(__file__).resolve().parent
+    if (here / "templates").exists() or not all((ROOT / n / "__init__.py").is_file() for n in CHECKOUT_PACKAGES):
+        return
+    if not any(isinstance(f, _CheckoutFinder) or f is _CheckoutFinder for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutFinder)  # type: ignore[arg-type]
 
 
 def child_pythonpath() -> str:

@@ -1,4 +1,10 @@
-"""A rich progress bar for tuning: trials done, best result so far, errors. A tuner callback.
+"""Progress of a tuning run, a tuner callback: trials done, the best so far, errors, elapsed time.
+
+On a terminal a live bar (rich); elsewhere (stderr piped or logged: CI, nohup, a notebook's
+captured output) a plain line every `ProgressOptions.interval_s` seconds, so a run is never silent
+for long: while a batch compiles, while the finalists are timed again (`retiming`), always. When
+the best named at the end differs from the search's (the finalists' re-timing changed it), a line
+says so (`finish`).
 
     >>> from autotune.progress import TuneProgress                  # doctest: +SKIP
     >>> with TuneProgress(task, total=64) as progress:               # doctest: +SKIP
@@ -6,34 +12,146 @@
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence, TextIO
+
+from autotune.errors import AutotuneError
+
+
+@dataclass(frozen=True)
+class ProgressOptions:
+    """interval_s: seconds between the plain lines written when the stream is not a terminal;
+    terminal: True a live bar, False plain lines, None whichever fits the stream (a bar on a
+    terminal); stream: where to write (None: sys.stderr at the time of writing)."""
+    interval_s: float = 5.0
+    terminal: bool | None = None
+    stream: TextIO | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.interval_s, (int, float)) and math.isfinite(self.interval_s) and self.interval_s > 0):
+            raise AutotuneError(f"ProgressOptions.interval_s must be a finite number of seconds > 0, "
+                                f"got {self.interval_s!r}")
 
 
 class TuneProgress:
-    def __init__(self, task: Any, total: int, enabled: bool = True) -> None:
-        self.task, self.total, self.enabled = task, total, enabled
+    """enabled=False: silent (the callbacks still count). Use as a context manager."""
+
+    def __init__(self, task: Any, total: int, enabled: bool = True,
+                 options: ProgressOptions = ProgressOptions()) -> None:
+        self.task, self.total, self.enabled, self.options = task, total, enabled, options
         self.best = float("inf")
         self.errors = 0
+        self.done = 0
+        self.phase = ""
+        self.final: str | None = None
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.mode = "off"
+
+    @property
+    def stream(self) -> TextIO:
+        return self.options.stream or sys.stderr
+
+    def _name(self) -> str:
+        from autotune.display import readable_key
+        return readable_key(self.task.key())
 
     def __enter__(self) -> "TuneProgress":
-        if self.enabled:
+        self._t0 = time.monotonic()
+        if not self.enabled:
+            return self
+        terminal = self.options.terminal
+        if terminal is None:
+            terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        if terminal:
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-            self.prog = Progress(TextColumn(f"tuning {self.task.key()}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
+            self.mode = "bar"
+            self.prog = Progress(TextColumn(f"tuning {self._name()}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
+                                 console=Console(file=self.stream))
             self.prog.__enter__()
             self.tid = self.prog.add_task("tune", total=self.total, info="")
+        else:
+            self.mode = "lines"
+            self._write(f"tuning {self._name()}: {self.total} trials")
+            self._thread = threading.Thread(target=self._tick, name="autotune-progress", daemon=True)
+            self._thread.start()
         return self
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.options.interval_s):
+            self._write(self.status())
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            try:
+                print(f"autotune: {text}", file=self.stream, flush=True)
+            except (OSError, ValueError):  # a closed or broken stream: progress is not worth failing a run
+                pass
+
+    def _speed(self, seconds: float) -> str:
+        per, unit = self.task.speed_unit()
+        return f"{per / seconds:.1f} {unit}"
+
+    def status(self) -> str:
+        """The plain progress line: trials done of the total, the best so far, errors, elapsed."""
+        best = f"best {self._speed(self.best)}" if self.best < float("inf") else "no successful trial yet"
+        line = (f"{self._name()}: {self.done}/{self.total} trials, {best}, {self.errors} error"
+                f"{'s' * (self.errors != 1)}, {time.monotonic() - self._t0:.0f} s")
+        return f"{line}; {self.phase}" if self.phase else line
 
     def update(self, task: Any, configs: Sequence[Any], results: Sequence[Any]) -> None:
         for r in results:
             self.errors += r.error is not None
             if r.ok:
                 self.best = min(self.best, r.median)
-        if self.enabled:
-            per, unit = self.task.speed_unit()
-            best = f"best {per / self.best:.1f} {unit}" if self.best < float("inf") else ""
+        self.done += len(results)
+        if self.mode == "bar":
+            best = f"best {self._speed(self.best)}" if self.best < float("inf") else ""
             self.prog.update(self.tid, advance=len(results), info=f"{best}  errors {self.errors}")
 
+    def retiming(self, count: int, rounds: int) -> None:
+        """The finalists' re-timing starts: say so at once (it may take a while)."""
+        self.set_phase(f"re-timing the {count} fastest in {rounds} alternating rounds...")
+
+    def set_phase(self, text: str) -> None:
+        self.phase = text
+        if self.mode == "bar":
+            self.prog.update(self.tid, info=text)
+        elif self.mode == "lines":
+            self._write(f"{self._name()}: {text}")
+
+    def finish(self, best_seconds: float, retimed: int = 0) -> None:
+        """The run named its best: say so in one line when it differs from the bar's (written on exit)."""
+        self.phase = ""
+        if not math.isfinite(best_seconds):
+            return
+        named = self._speed(best_seconds)
+        if self.best < float("inf") and named == self._speed(self.best):
+            return
+        said = self._speed(self.best).split()[0] if self.best < float("inf") else None
+        if retimed:
+            self.final = (f"best after re-timing the finalists: {named}"
+                          + (f" (the search's timing said {said})" if said else ""))
+        else:
+            self.final = f"best {named}: a measurement resumed from the log" + (
+                f" (this run's best: {said})" if said else "")
+
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        if self.mode == "bar":
             self.prog.__exit__(None, None, None)
+        if self.mode != "off" and self.final and not exc[0]:
+            self._write(f"{self._name()}: {self.final}")
+
+
+__all__ = ["ProgressOptions", "TuneProgress"]

@@ -114,7 +114,7 @@ def format_rows(rows: Sequence[ReplayRow]) -> str:
     lines.append("(ratio = measured / logged)")
     ops = sorted({r.record.op for r in rows if r.record.definition is not None})
     for op in ops:  # how to name a user op's shape (load_best, the CLI): its dims in the definition's order
-        from templates import get_template
+        from autotune.templates import get_template
         try:
             lines.append(f"{op}: a user op; its shape as numbers is {get_template(op).dims_help()}")
         except AutotuneError:

@@ -82,16 +82,19 @@ def pick_finalists(measured: Iterable[tuple[K, MeasureResult]], options: Finalis
 
 
 def retime_finalists(task: Task, measured: Iterable[tuple[K, MeasureResult]], runner: Runner,
-                     options: FinalistOptions, config_of: Callable[[K], Any] = lambda k: k
-                     ) -> list[tuple[K, MeasureResult]]:
+                     options: FinalistOptions, config_of: Callable[[K], Any] = lambda k: k,
+                     on_start: Callable[[int, int], None] | None = None) -> list[tuple[K, MeasureResult]]:
     """Re-time the finalists of `measured` with the runner (a Retimer), in options.rounds
     alternating rounds: (finalist, its re-timing) for each, infrastructure faults left out. Nothing
-    when the runner cannot re-time, or there are fewer finalists than options.minimum."""
+    when the runner cannot re-time, or there are fewer finalists than options.minimum.
+    on_start(finalists, rounds): called as the re-timing starts (a progress message)."""
     if not isinstance(runner, Retimer) or options.count + options.noisy_count == 0:
         return []
     picks = pick_finalists(measured, options)
     if len(picks) < max(1, options.minimum):
         return []
+    if on_start is not None:
+        on_start(len(picks), options.rounds)
     results = runner.retime([MeasureInput(task, config_of(k)) for k in picks], options.rounds)
     return [(k, r) for k, r in zip(picks, results) if not r.infrastructure]
 

@@ -32,9 +32,9 @@ from autotune.errors import AutotuneError, ShapeError
 from autotune.ir.expr import input_tensors
 from autotune.schedule import Schedule
 from autotune.space import Config, ConfigSpace
-from templates import get_template, is_library
+from autotune.templates import get_template, is_library
 from autotune.codegen.options import CodegenOptions
-from templates.base import Template, argument_dims
+from autotune.templates.base import Template, argument_dims
 
 DTYPES = ("float32", "float64")
 

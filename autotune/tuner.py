@@ -194,11 +194,14 @@ class Tuner:
     """Runs a strategy against a runner for one task, logging every measurement."""
 
     def __init__(self, task: Task, strategy: Strategy, runner: Runner, log: RecordLog | None = None,
-                 callbacks: Sequence[Callback] = (), initial: Sequence[Config] = ()) -> None:
-        """initial: configs to measure first (e.g. a template's presets), then the strategy's."""
+                 callbacks: Sequence[Callback] = (), initial: Sequence[Config] = (),
+                 on_retime: Callable[[int, int], None] | None = None) -> None:
+        """initial: configs to measure first (e.g. a template's presets), then the strategy's;
+        on_retime(finalists, rounds): called as the finalists' re-timing starts (a progress message)."""
         self.task, self.strategy, self.runner, self.log = task, strategy, runner, log
         self.callbacks = list(callbacks)
         self.initial = list(initial)
+        self.on_retime = on_retime
         self.target = current_target(task.threads)
         self._followed: Log | None = None  # this task's records of the log, followed (resume)
         self._resumed: dict[Config, MeasureResult] = {}
@@ -346,7 +349,8 @@ class Tuner:
 
     def _finish(self, options: TuneOptions, s: _RunState, kernels: _Kernels) -> TuneResult:
         """Re-time the finalists, log the re-timings and name the best."""
-        retimed = retime_finalists(self.task, kernels.own.items(), self.runner, options.finalists)
+        retimed = retime_finalists(self.task, kernels.own.items(), self.runner, options.finalists,
+                                   on_start=self.on_retime)
         for c, r in retimed:
             self._log(c, r, kernels.key(c))
             kernels.own[c] = most_trusted([kernels.own[c], r]) if r.ok else r  # a kernel that failed its re-check is out

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from autotune.errors import AutotuneError
+from autotune.progress import ProgressOptions, TuneProgress
 from autotune.records import Record, RecordLog, best_per_task, from_target, load_records
 from autotune.registry import Registry
 from autotune.retime import FinalistOptions, retime_finalists
@@ -40,8 +40,8 @@ class RunnerFactory(Protocol):
 
 # name -> RunnerFactory, imported on first use (the CLI's --runner choices are its names)
 RUNNERS: Registry[RunnerFactory] = Registry("runner", {
-    "local": "measure.local:LocalRunner.from_options",
-    "ray": "measure.ray_runner:RayRunner.from_options",
+    "local": "autotune.measure.local:LocalRunner.from_options",
+    "ray": "autotune.measure.ray_runner:RayRunner.from_options",
     "tpu_emulator": "autotune.backends.tpu.runner:TpuRunner.from_options",
 })
 
@@ -120,7 +120,7 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
          pretrained: str | os.PathLike[str] | None = None, roofline: bool = True, exploration: float | None = None,
          runner: str | Runner | None = None, runner_options: Any = None, seed: int = 0,
          timeout_s: float | None = None, early_stopping: int | None = None, batch: int = 8, presets: bool = True,
-         progress: bool | None = None, callbacks: Sequence[Callback] = (),
+         progress: bool | ProgressOptions | None = None, callbacks: Sequence[Callback] = (),
          finalists: FinalistOptions | None = FinalistOptions()) -> TuneResult:
     """Tune one operator at one shape: the template's presets first (presets=False: the search's
     picks only), then the strategy's, logging every measurement; an existing log is resumed. A run
@@ -133,8 +133,9 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
     start from; roofline=False: no analytical prior either; exploration: the share of its picks
     made at random, see make_search); runner: a name from RUNNERS or a Runner (None: the backend's
     own, local worker processes for CPU kernels; a Runner passed in is left open for the caller);
-    runner_options: LocalRunnerOptions for a runner made here; progress: a progress bar (None: when
-    stderr is a terminal); callbacks: called with (task, configs, results) after each measured
+    runner_options: LocalRunnerOptions for a runner made here; progress: False none, else a live bar
+    on a terminal and a plain line every few seconds elsewhere (a ProgressOptions: how often, where);
+    callbacks: called with (task, configs, results) after each measured
     batch; finalists: the fastest candidates timed again in alternating rounds at the end, and
     logged, before the best is named (autotune.retime; None: none).
 
@@ -154,18 +155,21 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
                          seed=seed, exploration=exploration)
     if finalists is None:
         finalists = FinalistOptions(count=0, noisy_count=0)
-    from autotune.progress import TuneProgress
-    show = sys.stderr.isatty() if progress is None else progress
+    show = progress is not False
     own = runner is None or isinstance(runner, str)
     failures = _Failures()
+    from autotune.cache import prune_on_start
+    prune_on_start()  # the kernel cache kept under its cap (AUTOTUNE_CACHE_MAX_MB)
     with _owned(make_runner(runner, task=task, options=runner_options), own) as r, \
-            TuneProgress(task, trials, show) as bar:
+            TuneProgress(task, trials, show, progress if isinstance(progress, ProgressOptions) else ProgressOptions()
+                         ) as bar:
         records = log if isinstance(log, RecordLog) or log is None else RecordLog(log)
         tuner = Tuner(task, search.strategy, r, records,
                       callbacks=[*search.callbacks, *callbacks, bar.update, failures],
-                      initial=task.presets() if presets else ())
+                      initial=task.presets() if presets else (), on_retime=bar.retiming)
         result = tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch,
                                        finalists=finalists))
+        bar.finish(result.best_seconds, result.retimed)
     result.failures = failures.by_kind
     if result.best_config is None:
         raise NoValidConfig(result)
@@ -226,13 +230,14 @@ class RetimeRow:
 
 def retime(*, log: str | os.PathLike[str], top: int = 5, rounds: int = 5, any_target: bool = False,
            runner: str | Runner | None = None, runner_options: Any = None,
-           on_task: Callable[[RetimeRow], None] | None = None) -> list[RetimeRow]:
+           on_task: Callable[[RetimeRow], None] | None = None,
+           on_start: Callable[[str, int, int], None] | None = None) -> list[RetimeRow]:
     """Time the finalists of every task of a log again on this machine, in `rounds` alternating
     rounds, and append the re-timings to the log: `top` kernels whose quiet timings are within 25%
     of the fastest, and up to 3 * top of those timed while the machine was busy (whose order says
     little), fastest first. Records of another ISA are left out (any_target=True: re-timed here
     too). Afterwards `load_best`, `apply_history`, `replay` and ops take the re-timings first.
-    on_task(row): called as each task is done.
+    on_task(row): called as each task is done; on_start(key, finalists, rounds): as its re-timing starts.
 
     Example::
 
@@ -272,7 +277,8 @@ def retime(*, log: str | os.PathLike[str], top: int = 5, rounds: int = 5, any_ta
                 pairs.append((kernel, record_to_result(x)))
                 config_of.setdefault(kernel, c)
                 kernels.setdefault(kernel, x.kernel)
-            done = retime_finalists(task, pairs, r, options, config_of=config_of.__getitem__)
+            start = None if on_start is None else (lambda n, rounds, key=key: on_start(key, n, rounds))
+            done = retime_finalists(task, pairs, r, options, config_of=config_of.__getitem__, on_start=start)
             here = current_target(task.threads)
             new = [result_to_record(task, config_of[k], res, "retime", here, kernels[k]) for k, res in done]
             out_log.extend(new)
@@ -291,7 +297,7 @@ def as_task(op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
         if shape is not None:
             raise AutotuneError("pass either a Task or an operator with a shape, not both")
         return op
-    from templates import get_template
+    from autotune.templates import get_template
     t = get_template(op)
     return Task.create(t, shape if shape is not None else t.default_shape, dtype, threads)
 

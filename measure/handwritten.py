@@ -10,7 +10,7 @@ The driver only sends kernels whose source it vouches for (autotune.numba_tune's
 
 Example::
 
-    >>> from measure.handwritten import load_arguments      # doctest: +SKIP
+    >>> from autotune.measure.handwritten import load_arguments      # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def load_arguments(spec: Mapping[str, Any], folder: Path) -> list[Any]:
 def measure(p: Mapping[str, Any], time_fn: Callable[[Callable[[], object], Any, int, float], Any]) -> dict[str, Any]:
     """Build, run once, check (or save the outputs), then time one config of a NumbaTask request."""
     from autotune.task import Task
-    from measure.timing import TimingProtocol
+    from autotune.measure.timing import TimingProtocol
     try:
         task = Task.from_data(p)
         spec, run = task.spec, task.run_data  # type: ignore[attr-defined]

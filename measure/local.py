@@ -24,7 +24,7 @@ while stopped: a driver killed while it paused them leaves none behind.
 
 Example::
 
-    >>> from measure.local import LocalRunner                         # doctest: +SKIP
+    >>> from autotune.measure.local import LocalRunner                         # doctest: +SKIP
     >>> from autotune.runner import MeasureInput                       # doctest: +SKIP
     >>> with LocalRunner() as runner:                                 # doctest: +SKIP
     ...     results = runner.run([MeasureInput(task, cfg)])
@@ -51,8 +51,8 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.target import check_executable
 from autotune.timing_lock import lock_path
-from measure.timing import TimingProtocol
-from measure.worker import CacheNotWritable, WorkerSetup, check_cache
+from autotune.measure.timing import TimingProtocol
+from autotune.measure.worker import CacheNotWritable, WorkerSetup, check_cache
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ class _Worker:
 
     def __init__(self, setup: WorkerSetup) -> None:
         try:
-            self.proc = _popen([sys.executable, "-m", "measure.worker", "--parent", str(os.getpid())],
+            self.proc = _popen([sys.executable, "-m", "autotune.measure.worker", "--parent", str(os.getpid())],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                env=worker_env(setup.target))
         except OSError as e:  # no process could be made (out of memory, too many processes)
@@ -268,7 +268,7 @@ class LocalRunner:
 
     # ---- workers ----------------------------------------------------------------------------
     def _start(self, role: str, slot: int = 0) -> _Worker:
-        from templates import USER_MODULES
+        from autotune.templates import USER_MODULES
         here = settings()
         beside = tuple(p for p in sys.path if p) if USER_MODULES else ()  # a user's module may live beside their script
         cores = tuple(self.timing_cores) if role == "measure" else (self._compile_core(slot),)

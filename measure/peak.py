@@ -7,7 +7,7 @@ bandwidth), the intensity being its flops over the bytes it must move at least (
 once, the output written once), the bandwidth that of the smallest level its bytes fit (a kernel
 timed call after call keeps what fits in the cache).
 
-    >>> from measure.peak import Peak
+    >>> from autotune.measure.peak import Peak
     >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
     ...          l3_gbps=60.0, l3_bytes=32 << 20, l2_gbps=120.0, l2_bytes=1 << 20)
     >>> p.attainable(1.0), p.attainable(1.0, nbytes=8 << 20), p.attainable(100.0), round(p.share(100.0, 100.0), 2)
@@ -229,6 +229,15 @@ def _load(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def cached_peak(dtype: str = "float32", threads: int = 1) -> Peak | None:
+    """This machine's peak from the cache, never measured (None when it was not measured yet)."""
+    cpu, isa = cpu_model(), current().isa
+    for p in _load(_cache_file()):
+        if (p["cpu"], p["isa"], p["dtype"], p["threads"]) == (cpu, isa, dtype, threads):
+            return Peak(**p)
+    return None
+
+
 def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = False) -> Peak:
     """This machine's peak for `threads` threads in `dtype`: from the cache, else measured (a few
     seconds) and cached. again=True: measured anew."""
@@ -260,5 +269,5 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
     return peak
 
 
-__all__ = ["Peak", "cache_levels", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes",
+__all__ = ["Peak", "cache_levels", "cached_peak", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes",
            "task_intensity", "task_roofline"]

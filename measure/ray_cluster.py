@@ -1,7 +1,7 @@
 """Connecting to Ray: a new local Ray on demand, or a cluster at an address whose workers run the
 same autotune, Ray and Python as this driver. Ray is the optional [ray] extra.
 
-    >>> from measure.ray_cluster import connect      # doctest: +SKIP
+    >>> from autotune.measure.ray_cluster import connect      # doctest: +SKIP
     >>> ray = connect()                              # a local Ray
     >>> ray = connect("10.0.0.5:6379")               # a running cluster
 """

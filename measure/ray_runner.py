@@ -14,7 +14,7 @@ actor dies again while measuring it alone gets the verdict worker_crashed; a can
 without any live actor is an INFRASTRUCTURE result, which a tuner measures again later. Ray is
 the [ray] extra: without it, RayRunner() raises a one-line AutotuneError naming it (from `connect`).
 
-    >>> from measure.ray_runner import RayRunner                # doctest: +SKIP
+    >>> from autotune.measure.ray_runner import RayRunner                # doctest: +SKIP
     >>> with RayRunner() as runner:                             # a local Ray, started on demand
     ...     results = runner.run(inputs)
     >>> RayRunner(address="auto")                               # or a running cluster
@@ -27,8 +27,8 @@ import threading
 from dataclasses import asdict
 from typing import Any, Iterator, Sequence
 
-from measure.ray_cluster import connect
-from measure.local import LocalRunnerOptions
+from autotune.measure.ray_cluster import connect
+from autotune.measure.local import LocalRunnerOptions
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
 from autotune.space import Config
 from autotune.task import Task
@@ -61,9 +61,9 @@ def _make_actor_class():  # type: ignore[no-untyped-def]
         """Owns a LocalRunner on its node."""
 
         def __init__(self, options: dict[str, Any], template_modules: list[str]) -> None:
-            from measure.local import LocalRunner
-            from measure.timing import TimingProtocol
-            from templates import USER_MODULES
+            from autotune.measure.local import LocalRunner
+            from autotune.measure.timing import TimingProtocol
+            from autotune.templates import USER_MODULES
             USER_MODULES.extend(m for m in template_modules if m not in USER_MODULES)
             for m in template_modules:
                 if not m.startswith("file:"):
@@ -146,7 +146,7 @@ class RayRunner:
     def _actor(self, node_id: str, cpus: int, soft: bool) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from templates import USER_MODULES
+        from autotune.templates import USER_MODULES
         o = dict(asdict(self.options), compile_workers=self.options.compile_workers or max(1, cpus))
         return _make_actor_class().options(scheduling_strategy=NodeAffinitySchedulingStrategy(
             node_id, soft=soft)).remote(o, list(USER_MODULES))

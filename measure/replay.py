@@ -6,7 +6,7 @@ recorded as a runtime error saying the config is not in the log.
 
 Example::
 
-    >>> from measure.replay import ReplayRunner
+    >>> from autotune.measure.replay import ReplayRunner
     >>> runner = ReplayRunner([], fallback=lambda task, cfg: 1e-3)
     >>> runner.replayed, runner.missing
     (0, 0)

@@ -9,7 +9,7 @@ is one whose samples stayed spread out.
 
 Example::
 
-    >>> from measure.timing import TimingProtocol, time_callable
+    >>> from autotune.measure.timing import TimingProtocol, time_callable
     >>> t = time_callable(lambda: sum(range(100)), TimingProtocol(repeat=3, min_repeat_ms=1))
     >>> t.median > 0
     True

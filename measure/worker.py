@@ -175,7 +175,7 @@ class _Worker:
         else (None, the failure as an answer)."""
         import numpy as np
 
-        from measure.check import check_output, poisoned
+        from autotune.measure.check import check_output, poisoned
         try:
             k = task.build(config)
         except CacheError as e:
@@ -202,9 +202,9 @@ class _Worker:
             return None, _runtime_error(e, compile_s)
 
     def measure(self, p: dict[str, Any]) -> dict[str, Any]:
-        from measure.timing import TimingProtocol
+        from autotune.measure.timing import TimingProtocol
         if p.get("numba") is not None:  # a hand-written Numba kernel (autotune.autotune_numba)
-            from measure.handwritten import measure as measure_handwritten
+            from autotune.measure.handwritten import measure as measure_handwritten
             return measure_handwritten(p, self._time)
         try:
             task = self.task(p)
@@ -225,7 +225,7 @@ class _Worker:
     def retime(self, p: dict[str, Any]) -> dict[str, Any]:
         """Check each of p["configs"] again, then time them all in p["rounds"] alternating rounds:
         {"results": [one answer per config: costs are the median of each round]}."""
-        from measure.timing import TimingProtocol, time_callable
+        from autotune.measure.timing import TimingProtocol, time_callable
         if p.get("numba") is not None:  # hand-written kernels are not re-timed: their runs need the driver's files
             return {"results": [{"ok": False, "error": "infrastructure",
                                  "message": "a hand-written Numba kernel is not re-timed"}] * len(p["configs"])}
@@ -256,7 +256,7 @@ class _Worker:
 
     def _time(self, run: Any, proto: Any, attempts: int, max_spread: float) -> Any:
         """The first quiet timing of `run` in up to `attempts`, else the least disturbed one."""
-        from measure.timing import time_callable
+        from autotune.measure.timing import time_callable
         best = None
         for _ in range(attempts):
             with TimingLock(self.lock_path):
@@ -277,7 +277,7 @@ def _rounds(timings: list[Any], max_spread: float) -> dict[str, Any]:
     """A re-timing's answer from its rounds: each round's median; noisy when half of them or more
     were (the median of the rounds stands a minority of disturbed ones).
 
-    >>> from measure.timing import Timing
+    >>> from autotune.measure.timing import Timing
     >>> r = _rounds([Timing((1.0, 1.01)), Timing((2.0, 3.0)), Timing((1.1, 1.1))], 1.1)
     >>> r["costs"], r["noisy"], r["contention"]["noisy_rounds"], r["contention"]["spread"]
     ([1.005, 2.5, 1.1], False, 1, 2.4876)

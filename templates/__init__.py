@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> from templates import get_template, TEMPLATES
+    >>> from autotune.templates import get_template, TEMPLATES
     >>> "matmul" in TEMPLATES
     True
 
@@ -48,10 +48,10 @@ from __future__ import annotations
 from autotune.errors import AutotuneError
 from autotune.codegen.options import CodegenOptions
 from autotune.registry import Registry
-from templates.base import Template
-from templates import matmul
-from templates import conv2d, depthwise_conv2d, pool2d
-from templates import batch_matmul, dense_bias_relu, layernorm, softmax
+from autotune.templates.base import Template
+from autotune.templates import matmul
+from autotune.templates import conv2d, depthwise_conv2d, pool2d
+from autotune.templates import batch_matmul, dense_bias_relu, layernorm, softmax
 from autotune.backends.tpu import templates as tpu
 
 # name -> Template: every operator autotune can resolve, in one registry. Listed (`names()`, iteration,

@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> from templates import get_template
+    >>> from autotune.templates import get_template
     >>> t = get_template("matmul")
     >>> t.parse_shape("64x32x16")
     {'M': 64, 'N': 32, 'K': 16}
@@ -75,7 +75,7 @@ class Template:
         """The placeholders a call of the op passes, in order: what a kernel of Task.build, the
         reference and Template.inputs take.
 
-        >>> from templates import get_template
+        >>> from autotune.templates import get_template
         >>> [t.name for t in get_template("dense_bias_relu").call_args({"M": 4, "N": 3, "K": 8}, "float32")]
         ['A', 'W', 'bias']
         """
@@ -87,7 +87,7 @@ class Template:
     def argument_names(self) -> list[str]:
         """The names of the op's arguments, in order (a template-free op's: its parameters).
 
-        >>> from templates import get_template
+        >>> from autotune.templates import get_template
         >>> get_template("matmul").argument_names()
         ['A', 'B']
         """
@@ -175,7 +175,7 @@ class Template:
         ShapeError naming the input and the rank it needs); the rest is the caller's to check against
         the task's arguments (Task.arguments).
 
-        >>> from templates import get_template
+        >>> from autotune.templates import get_template
         >>> get_template("dense_bias_relu").shape_from(np.zeros((4, 8)), np.zeros((8, 3)), np.zeros(3))
         {'M': 4, 'K': 8, 'N': 3}
         >>> get_template("matmul").shape_from(np.zeros(4), np.zeros((4, 3)))

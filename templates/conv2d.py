@@ -51,11 +51,11 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.codegen.options import CodegenOptions
-from templates.base import Shape, Template
+from autotune.templates.base import Shape, Template
 from autotune.target import Target, current
-from templates import conv2d_winograd as winograd
-from templates import gemm
-from templates.gemm import fit as _fit
+from autotune.templates import conv2d_winograd as winograd
+from autotune.templates import gemm
+from autotune.templates.gemm import fit as _fit
 
 
 def out_size(n: int, r: int, stride: int, pad: int, dil: int) -> int:

@@ -22,10 +22,10 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.codegen.options import CodegenOptions
-from templates.base import Shape, Template
-from templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
+from autotune.templates.base import Shape, Template
+from autotune.templates.conv2d import conv_geometry, out_size, padded_input, place_padding_and_threads
 from autotune.target import Target, current
-from templates.gemm import fit as _fit
+from autotune.templates.gemm import fit as _fit
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:

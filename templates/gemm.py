@@ -16,7 +16,7 @@ operands `pack_panels` packed (knob names in brackets)::
 Example::
 
     >>> from autotune.schedule import Schedule
-    >>> from templates import gemm, matmul
+    >>> from autotune.templates import gemm, matmul
     >>> shape = {"M": 64, "N": 64, "K": 64}
     >>> cfg = {"mr": 4, "nr": 16, "kc": 32, "mc_panels": 4, "order": "jr_ir", "pack_a": True}
     >>> s = Schedule(matmul.define(shape, "float32"))

@@ -22,8 +22,8 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import Config
 from autotune.codegen.options import CodegenOptions
-from templates.base import Shape, Template
-from templates.softmax import row_space
+from autotune.templates.base import Shape, Template
+from autotune.templates.softmax import row_space
 
 EPS = 1e-5
 

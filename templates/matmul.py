@@ -20,9 +20,9 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.target import Target
-from templates import gemm
+from autotune.templates import gemm
 from autotune.codegen.options import CodegenOptions
-from templates.base import Shape, Template
+from autotune.templates.base import Shape, Template
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from autotune.ir import te
-from templates import depthwise_conv2d
-from templates.base import Shape, Template
-from templates.conv2d import conv_geometry, out_size
+from autotune.templates import depthwise_conv2d
+from autotune.templates.base import Shape, Template
+from autotune.templates.conv2d import conv_geometry, out_size
 
 
 def define(shape: Shape, dtype: str) -> te.Tensor:

@@ -27,7 +27,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.target import current
 from autotune.codegen.options import CodegenOptions
-from templates.base import Shape, Template
+from autotune.templates.base import Shape, Template
 
 _SPEC = {  # dtype: (clamp,)
     "float32": (-87.33,),      # exp(-87.33) ~ 1.18e-38, the smallest normal float32

@@ -2,7 +2,7 @@
 modules import each other, even through a chain or inside a function. Read from the source (ast),
 so an import hidden in a function body or under `if TYPE_CHECKING:` counts as much as one at the top
 of a file, and so does a string naming a project module ("autotune.backends.tpu.runner:TpuRunner", a
-registry's lazy entry, or "measure.local" given to importlib): a string import is an import.
+registry's lazy entry, or "autotune.measure.local" given to importlib): a string import is an import.
 
 Layers, lowest first (autotune/, then templates/ and measure/ on top of the engine's parts):
 """
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("autotune", "templates", "measure")
+PACKAGES = ("autotune", "templates", "measure")  # folders; templates/ and measure/ are autotune.templates, autotune.measure
 
 # module prefix -> layer; the longest matching prefix decides. Lower layers may not import higher ones.
 LAYERS: dict[str, int] = {
@@ -25,7 +25,9 @@ LAYERS: dict[str, int] = {
     "autotune.space": 4,
     "autotune.backends.tpu.emulator": 4,  # a pure model of a TPU core, beneath the TPU templates
     "autotune.backends.tpu.templates": 5,  # the TPU kernel templates, beside the CPU operator library
-    "autotune.definition": 5, "autotune.autoschedule": 5, "templates": 5,
+    "autotune.definition": 5, "autotune.autoschedule": 5, "autotune.templates": 5,
+    "autotune.display": 6,  # task keys as a person reads them
+    "autotune.cache": 6,  # the kernel cache's size and pruning
     "autotune.task": 6, "autotune.records": 6, "autotune.claims": 6, "autotune.runner": 6,
     # the cost models: over feature rows and program graphs, knowing no backend's features
     **{f"autotune.cost_model.{m}": 7 for m in ("base", "graph", "metrics", "evaluate", "xgb_model", "lgbm_model",
@@ -35,16 +37,18 @@ LAYERS: dict[str, int] = {
     "autotune.search": 9,
     "autotune.tuner": 10, "autotune.progress": 10, "autotune.retime": 10,
     "autotune.tuning": 11,
-    "measure": 11,  # runners and experiments: on top of the engine, beside the assembly point
+    "autotune.measure": 11,  # runners and experiments: on top of the engine, beside the assembly point
     "autotune.api": 12, "autotune.cli": 12, "autotune.distributed": 12, "autotune.bench": 12,
     "autotune.replay": 12, "autotune.report": 12, "autotune.model_commands": 12, "autotune.numba_tune": 12,
     "autotune.backends.tpu.evaluate": 12,  # `autotune evaluate-tiles`
+    "autotune.dashboard": 12,  # `autotune dashboard`
     "autotune.__main__": 12, "autotune": 13,
 }
 # the assembly point and the entry points pick runners: the only engine modules that import measure/
-MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli")
+MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli",
+                      "autotune.report")  # report: the roofline panel and column (measure.peak)
 # experiments (measure/experiments) may use everything: they sit on top
-TOP = ("measure.experiments",)
+TOP = ("autotune.measure.experiments",)
 
 
 def _modules() -> dict[str, Path]:
@@ -54,6 +58,8 @@ def _modules() -> dict[str, Path]:
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if parts[0] != "autotune":
+                parts.insert(0, "autotune")
             out[".".join(parts)] = path
     return out
 
@@ -112,7 +118,7 @@ def test_no_module_imports_a_higher_layer() -> None:
         for d in deps:
             if d == "autotune" and m.startswith("autotune."):
                 bad.append(f"{m} imports the autotune package facade (import the module it needs)")
-            elif d.startswith("measure") and m.startswith("autotune.") and not m.startswith(MAY_IMPORT_MEASURE):
+            elif d.startswith("autotune.measure") and not m.startswith(("autotune.measure", *MAY_IMPORT_MEASURE)):
                 bad.append(f"{m} imports {d}: only the assembly point and entry points pick runners")
             elif d.startswith(TOP):
                 bad.append(f"{m} imports the experiment {d}")
@@ -161,6 +167,6 @@ def test_no_import_cycles() -> None:
 def test_the_walk_sees_the_project() -> None:
     graph = _graph()
     assert "autotune.tuning" in graph and "autotune.runner" in graph["autotune.tuning"]
-    assert "measure.local" in graph["autotune.tuning"]  # a runner's lazy "module:attribute" entry
+    assert "autotune.measure.local" in graph["autotune.tuning"]  # a runner's lazy "module:attribute" entry
     assert _layer("autotune.backends.cpu.features") < _layer("autotune.search.evolutionary")
     assert _layer("autotune.cost_model.base") < _layer("autotune.backends.cpu.features")

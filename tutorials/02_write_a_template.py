@@ -14,9 +14,9 @@ import numpy as np
 from autotune import te
 from autotune.codegen import generate_source
 from autotune.space import ChoiceKnob, ConfigSpace, SplitKnob
-from templates import register
+from autotune.templates import register
 from autotune.codegen.options import CodegenOptions
-from templates.base import Template
+from autotune.templates.base import Template
 
 
 def define(shape, dtype):

@@ -16,8 +16,8 @@ from autotune.replay import format_rows, load_best, replay_log
 
 def make_small_log(path: str) -> None:
     import autotune
-    from measure.local import LocalRunnerOptions
-    from measure.timing import TimingProtocol
+    from autotune.measure.local import LocalRunnerOptions
+    from autotune.measure.timing import TimingProtocol
     quick = LocalRunnerOptions(protocol=TimingProtocol(repeat=3, min_repeat_ms=5))  # each config timed briefly
     autotune.tune(op="matmul", shape="64x48x32", trials=2, log=path, strategy="random", runner_options=quick)
 

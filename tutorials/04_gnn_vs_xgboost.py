@@ -17,8 +17,8 @@ from autotune.cost_model import make_model
 from autotune.cost_model.evaluate import evaluate
 from autotune.records import load_records
 from autotune.task import Task
-from measure.local import LocalRunnerOptions
-from measure.timing import TimingProtocol
+from autotune.measure.local import LocalRunnerOptions
+from autotune.measure.timing import TimingProtocol
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """busy-machine: a tuning run on a busy machine against one on a quiet machine, before and after `autotune retime`.
 
-    python -m measure.experiments busy-machine --op matmul --shape 512x512x512 --threads 2 --trials 24 --busy-seconds 480
+    python -m autotune.measure.experiments busy-machine --op matmul --shape 512x512x512 --threads 2 --trials 24 --busy-seconds 480
 
 Each step does what a user's command would (the busy run is that command, in a process of its own):
   1. quiet: `autotune tune OP --shape S --threads T --trials N --log quiet.jsonl`, nothing else running;
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.environment import worker_env
-from measure.experiments.common import add_task_arguments
+from autotune.measure.experiments.common import add_task_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def _compare(logs: dict[str, Path], op: str, shape: str, threads: int, rounds: i
     from autotune.environment import settings
     from autotune.task import Task
     from autotune.timing_lock import TimingLock, lock_path
-    from measure.timing import TimingProtocol, time_callable
+    from autotune.measure.timing import TimingProtocol, time_callable
     task = Task.create(op, shape, threads=threads)
     inputs = task.inputs(seed=1)
     runs = {name: autotune.load_best(log, op, shape, threads=threads).bind(*inputs) for name, log in logs.items()}

@@ -2,7 +2,7 @@
 tuned op (`autotune.op`, with and without out=) and NumPy, on a 96^3 matmul and a 1024-element
 elementwise op (median of --calls single calls each, under the machine's timing lock).
 
-    python -m measure.experiments call-overhead --calls 10000
+    python -m autotune.measure.experiments call-overhead --calls 10000
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Helpers shared by several experiments: task lists, held-out priors, log-file names, option parsing.
 
-    >>> from measure.experiments.common import slug
+    >>> from autotune.measure.experiments.common import slug
     >>> slug("matmul|M=64,N=64,K=64|float32")
     'matmul_M_64_N_64_K_64_float32'
 """

@@ -1,7 +1,7 @@
 """model-accuracy: cost models scored on held-out tasks of the search-efficiency logs (Kendall
 tau, top-1 and top-5 scores, training time), and optionally their learning curves within a task.
 
-    python -m measure.experiments model-accuracy --workdir search-efficiency [--in-task 8,16,32,64]
+    python -m autotune.measure.experiments model-accuracy --workdir search-efficiency [--in-task 8,16,32,64]
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from measure.experiments.common import ints, union
+from autotune.measure.experiments.common import ints, union
 
 if TYPE_CHECKING:
     from autotune.cost_model import Dataset
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> dict:
     files = sorted(Path(args.workdir).glob("random_*.jsonl"))
     if len(files) < 2:
         raise SystemExit(f"{args.workdir}: need the random_*.jsonl logs of at least 2 tasks "
-                         "(run `python -m measure.experiments search-efficiency` first)")
+                         "(run `python -m autotune.measure.experiments search-efficiency` first)")
     models = [m for m in args.models.split(",") if m]
     sizes = _sizes(args.in_task, args.splits) if args.in_task else []  # bad sizes fail before any training
     per_task: dict[str, tuple[str, Dataset, Dataset]] = {}  # key -> (op, features, graphs if a gnn is asked for)

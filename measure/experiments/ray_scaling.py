@@ -2,7 +2,7 @@
 runner's overhead against the local runner on the same configs (each with a cold compile cache).
 Needs Ray: pip install ".[ray]".
 
-    python -m measure.experiments ray-scaling --op matmul --shape 256x256x256 --trials 16
+    python -m autotune.measure.experiments ray-scaling --op matmul --shape 256x256x256 --trials 16
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from measure.experiments.common import add_random_configs_arguments, random_inputs
-from measure.timing import TimingProtocol
+from autotune.measure.experiments.common import add_random_configs_arguments, random_inputs
+from autotune.measure.timing import TimingProtocol
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     """Time --trials random configs through three runners, each with its own cold cache."""
-    from measure.local import LocalRunner, LocalRunnerOptions
+    from autotune.measure.local import LocalRunner, LocalRunnerOptions
     task, inputs = random_inputs(args)
     proto = TimingProtocol(warmup=1, repeat=3, min_repeat_ms=20)
     out: dict = {"task": task.key(), "trials": len(inputs)}
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> dict:
     two = timed("local, 2 compile workers", lambda cache: LocalRunner(local(2, cache)))
     import ray
 
-    from measure.ray_runner import RayRunner
+    from autotune.measure.ray_runner import RayRunner
     ray.shutdown()
     rr = timed("ray, 1 node x 2 workers", lambda cache: RayRunner(options=local(2, cache), num_cpus=2))
     ray.shutdown()

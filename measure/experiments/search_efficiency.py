@@ -1,7 +1,7 @@
 """search-efficiency: the trials each search needs to reach 95% of the best GFLOP/s a long random
 search found, on real measurements.
 
-    python -m measure.experiments search-efficiency --long 512 --trials 64 --seeds 2 --count-at 128,512
+    python -m autotune.measure.experiments search-efficiency --long 512 --trials 64 --seeds 2 --count-at 128,512
 
 Random search: the expected count, (n+1)/(k+1), for k of the n configs of the long random search
 within the target. Guided: XGBoost-guided evolutionary search with no prior (xgb_blind), from the
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from measure.experiments.common import add_tasks_arguments, corpus, ints, save_held_out, slug, tasks_of
-from measure.timing import TimingProtocol, calls_per_sample, time_callable
+from autotune.measure.experiments.common import add_tasks_arguments, corpus, ints, save_held_out, slug, tasks_of
+from autotune.measure.timing import TimingProtocol, calls_per_sample, time_callable
 
 if TYPE_CHECKING:
     from autotune.cost_model import Dataset
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> dict:
     from autotune.cost_model import Dataset
     from autotune.records import load_records
     from autotune.tuning import make_runner, tune
-    from measure.local import LocalRunnerOptions
+    from autotune.measure.local import LocalRunnerOptions
     tasks = tasks_of(args)
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -266,7 +266,7 @@ def _retime(task: Task, configs: Sequence[dict], rounds: int, final_within: floa
     `final_seconds`, and those medians replace theirs: the configs that decide a count near the
     target are compared under the same load."""
     from autotune.codegen import build
-    from measure.check import check_output
+    from autotune.measure.check import check_output
     ins = task.inputs(seed=0)
     ref = task.reference(ins)
     runs = {}

@@ -1,7 +1,7 @@
 """spread: re-time one kernel in N fresh processes, one after another, and report the relative
 spread (max/min) across processes of their median times and of their minimum times.
 
-    python -m measure.experiments spread --op matmul --shape 1024x1024x1024 --threads 2 --processes 10
+    python -m autotune.measure.experiments spread --op matmul --shape 1024x1024x1024 --threads 2 --processes 10
 
 Each process takes 15 samples, 100 ms apart. --retake "0,15" alternates the processes
 between those budgets for retaking disturbed samples (CPU time stolen, threads kept waiting for
@@ -17,8 +17,8 @@ import sys
 import time
 
 from autotune.environment import worker_env
-from measure.experiments.common import add_task_arguments
-from measure.timing import TimingProtocol, time_callable
+from autotune.measure.experiments.common import add_task_arguments
+from autotune.measure.timing import TimingProtocol, time_callable
 
 PROTOCOL = TimingProtocol(warmup=2, number=1, repeat=15, min_repeat_ms=50, pause_ms=100, retake=15)
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> dict:
     runs: dict[int, list[dict]] = {b: [] for b in budgets}
     for i in range(args.processes * len(budgets)):
         b = budgets[i % len(budgets)]
-        out = subprocess.run([sys.executable, "-m", "measure.experiments.spread", "--op", args.op, "--shape",
+        out = subprocess.run([sys.executable, "-m", "autotune.measure.experiments.spread", "--op", args.op, "--shape",
                               args.shape, "--dtype", args.dtype, "--threads", str(task.threads), "--config",
                               json.dumps(cfg.to_json()), "--retake", str(b)],
                              env=env, capture_output=True, text=True, check=True)
@@ -78,8 +78,8 @@ def once(argv: list[str]) -> None:
     """One process of the experiment: build (from the disk cache), check and time one config;
     print seconds as JSON."""
     from autotune.task import Task
-    from measure.check import check_output, poisoned
-    p = argparse.ArgumentParser(prog="python -m measure.experiments.spread")
+    from autotune.measure.check import check_output, poisoned
+    p = argparse.ArgumentParser(prog="python -m autotune.measure.experiments.spread")
     add_task_arguments(p)
     p.add_argument("--config", required=True)
     p.add_argument("--retake", type=int, required=True)

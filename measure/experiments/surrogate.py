@@ -9,7 +9,7 @@ rank strategies and to see seed-to-seed spread, not as the real benchmark's numb
 
 Example::
 
-    >>> from measure.experiments.surrogate import Surrogate, compare                     # doctest: +SKIP
+    >>> from autotune.measure.experiments.surrogate import Surrogate, compare                     # doctest: +SKIP
     >>> s = Surrogate.fit(task, load_records("search-efficiency/random_....jsonl"))  # doctest: +SKIP
     >>> compare(s, ["random", "xgb"], seeds=range(1, 9))                     # doctest: +SKIP
 """
@@ -32,7 +32,7 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.tuner import Callback
 from autotune.tuning import NoValidConfig, make_search, tune
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 from autotune.runner import MeasureResult
 
 

@@ -1,7 +1,7 @@
 """surrogate-efficiency: search-efficiency on surrogates fitted to its logs, over many seeds and
 without compiling or timing anything.
 
-    python -m measure.experiments surrogate-efficiency --workdir search-efficiency --seeds 8
+    python -m autotune.measure.experiments surrogate-efficiency --workdir search-efficiency --seeds 8
 
 Each task's landscape is fitted to every log in --workdir (measure.experiments.surrogate); the searches of
 --compare run --seeds times on it with log-normal noise. The counts rank searches; they do not
@@ -14,7 +14,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from measure.experiments.common import add_tasks_arguments, corpus, save_held_out, slug, tasks_of
+from autotune.measure.experiments.common import add_tasks_arguments, corpus, save_held_out, slug, tasks_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> dict:
     from autotune.backends import dataset_from_records
     from autotune.cost_model import Dataset, make_model
     from autotune.records import load_records
-    from measure.experiments.surrogate import Surrogate, compare
+    from autotune.measure.experiments.surrogate import Surrogate, compare
     records = [r for path in sorted(Path(args.workdir).glob("*.jsonl")) for r in load_records(path)]
     names = args.compare.split(",")
     kinds = sorted({n.partition("+")[0] for n in names if n.endswith("+pretrained")})

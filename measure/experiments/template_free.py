@@ -7,7 +7,7 @@ template baseline the same way, then times the two best kernels (or the kernel a
 alternating blocks under the timing lock, --runs times; the ratio shown is the median of the
 runs' ratios (baseline time / definition time: above 1 the definition is faster).
 
-    python -m measure.experiments template-free --rows matmul,rowsum --trials 32 --log-dir /tmp/tf
+    python -m autotune.measure.experiments template-free --rows matmul,rowsum --trials 32 --log-dir /tmp/tf
 """
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ def _definition(row: Row, threads: int) -> Any:
     from autotune.ir import te
     from autotune.ir.serialize import to_data
     from autotune.task import Task
-    from templates import get_template
+    from autotune.templates import get_template
     if row.op:
-        from templates.conv2d import define_bias_relu
+        from autotune.templates.conv2d import define_bias_relu
         t = get_template(row.op)
         define = define_bias_relu if row.epilogue else t.define
         out = define(t.parse_shape(row.shape), "float32")
@@ -104,7 +104,7 @@ def _time_pair(mine: Callable[[], Any], base: Callable[[], Any], threads: int, r
     from autotune.bench import BenchOptions, blas_threads
     from autotune.environment import settings
     from autotune.timing_lock import TimingLock, lock_path
-    from measure.timing import time_callable
+    from autotune.measure.timing import time_callable
     opts = BenchOptions()
     a: list[float] = []
     b: list[float] = []

@@ -1,7 +1,7 @@
 """throughput: candidates measured per minute with a cold compile cache, and again with a warm
 one (the same configs, a new runner each time).
 
-    python -m measure.experiments throughput --op matmul --shape 512x512x512 --trials 16
+    python -m autotune.measure.experiments throughput --op matmul --shape 512x512x512 --trials 16
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import statistics
 import tempfile
 import time
 
-from measure.experiments.common import add_random_configs_arguments, random_inputs
-from measure.timing import TimingProtocol
+from autotune.measure.experiments.common import add_random_configs_arguments, random_inputs
+from autotune.measure.timing import TimingProtocol
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict:
     """Time the same --trials random configs through a LocalRunner twice: cold cache, then warm."""
-    from measure.local import LocalRunner, LocalRunnerOptions
+    from autotune.measure.local import LocalRunner, LocalRunnerOptions
     task, inputs = random_inputs(args)
     out = {"task": task.key(), "trials": args.trials}
     with tempfile.TemporaryDirectory(dir=args.cache_dir) as cache:

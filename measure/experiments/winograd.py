@@ -2,7 +2,7 @@
 each Winograd kernel compiled with and without NoAliasKernelPipeline (codegen noalias), timed in
 --rounds alternating rounds in one process under the machine's timing lock.
 
-    python -m measure.experiments winograd --shape 1x64x56x56x64x3x3x1x1 --rounds 7
+    python -m autotune.measure.experiments winograd --shape 1x64x56x56x64x3x3x1x1 --rounds 7
 
 Prints compile CPU seconds, the error against the NumPy reference (max |Y - ref| / max |ref|), the
 median time and the median of the per-round ratios to torch.
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> dict:
     from autotune.environment import settings
     from autotune.task import Task
     from autotune.timing_lock import TimingLock, lock_path
-    from measure.timing import time_callable
+    from autotune.measure.timing import time_callable
 
     task = Task.create("conv2d", args.shape, threads=args.threads)
     tiles = [t for t in task.space().by_name["tile"].values() if t.startswith("f")]

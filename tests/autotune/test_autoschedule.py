@@ -11,7 +11,7 @@ from autotune.autoschedule import AutoScheduler, auto_schedule, lanes, match_gem
 from autotune.codegen import build
 from autotune.ir import te
 from autotune.schedule import Schedule
-from templates import conv2d, layernorm, softmax
+from autotune.templates import conv2d, layernorm, softmax
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 

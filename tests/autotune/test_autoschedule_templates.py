@@ -14,7 +14,7 @@ from autotune.autoschedule import AutoScheduler
 from autotune.codegen import build
 from autotune.schedule import Schedule
 from autotune.task import Task
-from templates import TEMPLATES
+from autotune.templates import TEMPLATES
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 
@@ -28,7 +28,7 @@ SHAPES = {  # small, awkward: no vector or block divides them; padding and strid
     "softmax": {"M": 7, "N": 37},
     "layernorm": {"M": 7, "N": 37},
 }
-LIBRARY = sorted(n for n, t in TEMPLATES.items() if t.backend == "cpu" and t.define.__module__.startswith("templates."))
+LIBRARY = sorted(n for n, t in TEMPLATES.items() if t.backend == "cpu" and t.define.__module__.startswith("autotune.templates."))
 
 
 def test_every_cpu_template_of_the_library_has_a_shape_here() -> None:

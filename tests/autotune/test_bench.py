@@ -13,7 +13,7 @@ from autotune.bench import BenchOptions, BenchResult, Candidate, count_noisy, fo
 from autotune.environment import ROOT
 from autotune.records import load_records
 from autotune.task import Task
-from measure.timing import Timing
+from autotune.measure.timing import Timing
 
 
 def _logged(log, task: Task, timed: list[tuple[object, float]]) -> None:  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from autotune.records import RecordLog, load_records
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 
 TASK = "matmul|M=8|threads=1"
 

@@ -34,7 +34,7 @@ def test_errors_are_one_line(argv: list[str], needle: str, capsys: pytest.Captur
 
 
 def test_list_shows_every_operator_and_its_knobs(capsys: pytest.CaptureFixture[str]) -> None:
-    from templates import TEMPLATES
+    from autotune.templates import TEMPLATES
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     for name in TEMPLATES:
@@ -81,9 +81,9 @@ def test_report_summarises_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[s
     # columns line up however long the task name is; elapsed = last record's time - first's; the
     # re-timing is no trial; the named best is the re-timing, not the faster single timing
     assert header.index("elapsed s") + len("elapsed s") == len(row)
-    assert row.split()[2:5] == ["3", "0", "1"] and row.split()[-1] == "2.0"
+    assert row.split()[7:10] == ["3", "0", "1"] and row.split()[-1] == "2.0"  # after the readable key and strategy
     assert "elapsed s: from the task's first record" in out
-    assert "matmul|M=8,N=8,K=8|float32|threads=1: best 0.0 GFLOP/s, a quiet re-timing (1 re-timing of" in out
+    assert "matmul M=8 N=8 K=8 float32 threads=1: best 0.0 GFLOP/s, a quiet re-timing (1 re-timing of" in out
 
 
 @pytest.mark.parametrize("argv,needle", [

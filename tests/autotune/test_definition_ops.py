@@ -121,7 +121,7 @@ def test_out_argument_is_written_and_returned_and_a_wrong_one_refused() -> None:
 
 @pytest.mark.parametrize("name", ["dense_bias_relu", "softmax", "layernorm", "batch_matmul"])
 def test_every_template_runs_through_autotune_op(name: str) -> None:
-    from templates import get_template
+    from autotune.templates import get_template
     t = get_template(name)
     shape = {"dense_bias_relu": "8x12x16", "softmax": "6x20", "layernorm": "6x20", "batch_matmul": "2x8x4x6"}[name]
     from autotune.task import Task
@@ -181,7 +181,7 @@ def test_a_hostile_or_conflicting_definition_in_a_log_makes_only_that_record_unu
 
 
 def test_decorating_an_op_registers_no_module_for_workers_to_run() -> None:
-    from templates import USER_MODULES
+    from autotune.templates import USER_MODULES
 
     @autotune.op(policy="default")
     def plus_one(A):

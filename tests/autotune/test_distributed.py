@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autotune.distributed import parse_spec, run_sweep
-from measure.ray_cluster import ClusterError, connect
+from autotune.measure.ray_cluster import ClusterError, connect
 from autotune.errors import AutotuneError
 from autotune.records import load_records
 
@@ -170,9 +170,9 @@ def ray_runner(shared_ray: _SharedRay):
     """A RayRunner on the two-node cluster (a measuring actor per node), shared by the tests that kill
     its actors: each checks the change in its counters. Replacing a killed actor is what they test;
     starting the first two (and their compile and timing workers) again for each test is not."""
-    from measure.local import LocalRunnerOptions
-    from measure.ray_runner import RayRunner
-    from measure.timing import TimingProtocol
+    from autotune.measure.local import LocalRunnerOptions
+    from autotune.measure.ray_runner import RayRunner
+    from autotune.measure.timing import TimingProtocol
     shared_ray.use("two_nodes")
     runner = RayRunner(options=LocalRunnerOptions(compile_workers=1, protocol=TimingProtocol(repeat=2, min_repeat_ms=1)))
     yield runner

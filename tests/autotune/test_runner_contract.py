@@ -16,8 +16,8 @@ from autotune.runner import ErrorKind, MeasureInput, MeasureResult, Runner
 from autotune.space import Config
 from autotune.task import Task
 from autotune.tuning import make_runner
-from measure.local import LocalRunnerOptions
-from measure.timing import TimingProtocol
+from autotune.measure.local import LocalRunnerOptions
+from autotune.measure.timing import TimingProtocol
 
 # the contract, not the timings, is checked here: each kernel is timed briefly (2 samples, not 5 of 40 ms)
 QUICK = LocalRunnerOptions(protocol=TimingProtocol(repeat=2, min_repeat_ms=1))
@@ -31,15 +31,15 @@ def _configs(task: Task, n: int) -> list[Config]:
 
 
 def _replay() -> Runner:
-    from measure.replay import ReplayRunner
+    from autotune.measure.replay import ReplayRunner
     records = [Record(op=CPU_TASK.op, shape=CPU_TASK.shape_dict, dtype=CPU_TASK.dtype, threads=CPU_TASK.threads,
                       config=c.to_json(), costs=[1e-5 * (i + 1)]) for i, c in enumerate(_configs(CPU_TASK, 3))]
     return ReplayRunner(records)
 
 
 def _surrogate() -> Runner:
-    from measure.replay import ReplayRunner
-    from measure.experiments.surrogate import Surrogate
+    from autotune.measure.replay import ReplayRunner
+    from autotune.measure.experiments.surrogate import Surrogate
     configs = CPU_TASK.space().sample_new(random.Random(1), set(), 40)
     records = [Record(op=CPU_TASK.op, shape=CPU_TASK.shape_dict, dtype=CPU_TASK.dtype, threads=CPU_TASK.threads,
                       config=c.to_json(), costs=[1e-5 * (1 + CPU_TASK.space().encode(c)[0])]) for c in configs]
@@ -51,7 +51,7 @@ def _surrogate() -> Runner:
 def _ray() -> Runner:
     import ray
     ray.shutdown()
-    from measure.ray_runner import RayRunner
+    from autotune.measure.ray_runner import RayRunner
     return RayRunner(options=LocalRunnerOptions(compile_workers=1, protocol=QUICK.protocol), num_cpus=2)
 
 

@@ -86,7 +86,7 @@ def test_an_unknown_target_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_target_this_machine_cannot_run_is_described_and_never_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
     from autotune.task import Task
-    from measure.local import LocalRunner
+    from autotune.measure.local import LocalRunner
     foreign = next(n for n in TARGETS if not executable(n))  # NEON on x86, AVX-512 or AVX2 on ARM
     monkeypatch.setenv("AUTOTUNE_TARGET", foreign)
     task = Task.create("matmul", "64x64x64", threads=1)

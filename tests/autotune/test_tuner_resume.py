@@ -82,7 +82,7 @@ def test_infrastructure_records_are_no_verdict_on_resume(tmp_path: Path) -> None
     from autotune.search import make_strategy
     from autotune.task import Task
     from autotune.tuner import Tuner, TuneOptions
-    from measure.replay import ReplayRunner
+    from autotune.measure.replay import ReplayRunner
     task = Task.create("matmul", "16x16x16", threads=1)
     a, b = [task.default_config(), *task.space().sample_new(random.Random(0), {task.default_config()}, 1)]
     log = RecordLog(tmp_path / "tune.jsonl")
@@ -105,8 +105,8 @@ def test_a_run_on_broken_infrastructure_stops_with_one_line_naming_it(tmp_path: 
     from autotune.task import Task
     from autotune.tuner import INFRA_BATCHES, Tuner, TuneOptions
     from autotune.records import RecordLog
-    from measure.local import LocalRunner, LocalRunnerOptions
-    from templates import USER_MODULES
+    from autotune.measure.local import LocalRunner, LocalRunnerOptions
+    from autotune.templates import USER_MODULES
     script = tmp_path / "no_workers_here.py"
     script.write_text("raise OSError('cannot allocate memory')\n")  # every worker start fails
     task = Task.create("matmul", "16x16x16", threads=1)
@@ -134,7 +134,7 @@ def test_the_tuner_reads_each_line_of_its_log_once_however_many_batches(tmp_path
     from autotune.retime import FinalistOptions
     from autotune.target import current_target
     from autotune.tuning import tune
-    from measure.replay import ReplayRunner
+    from autotune.measure.replay import ReplayRunner
     log = tmp_path / "l.jsonl"
     other = Record(op="matmul", shape={"M": 32, "N": 32, "K": 32}, dtype="float32", threads=1, config={"mr": 2},
                    costs=[1e-4], target=current_target(1))

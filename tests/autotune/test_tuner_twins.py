@@ -12,7 +12,7 @@ from autotune.records import RecordLog, load_records
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 

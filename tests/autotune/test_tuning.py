@@ -91,7 +91,7 @@ def test_retime_times_a_busy_logs_finalists_again_and_the_quiet_timing_wins(tmp_
     assert autotune.load_best(log, "matmul", "96x96x96", threads=1).source == task.build(slow).source
     assert main(["retime", str(log), "--top", "2", "--rounds", "3", "--json", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
-    assert f"{task.key()}: 2 re-timed" in out and "a new best config" in out, out
+    assert "matmul M=96 N=96 K=96 float32 threads=1: 2 re-timed" in out and "a new best config" in out, out
     again = [x for x in load_records(log) if x.retimed]
     assert len(again) == 2 and {x.strategy for x in again} == {"retime"}
     assert autotune.load_best(log, "matmul", "96x96x96", threads=1).source == task.build(good).source
@@ -103,8 +103,8 @@ def test_a_run_whose_timings_were_disturbed_counts_them_and_says_what_to_do(tmp_
     """Every timing judged disturbed (a spread of 1.0 allows none): each record says noisy and what the
     timing saw, the result counts them, and the note names the log to re-time."""
     from autotune.retime import FinalistOptions, busy_note
-    from measure.local import LocalRunnerOptions
-    from measure.timing import TimingProtocol
+    from autotune.measure.local import LocalRunnerOptions
+    from autotune.measure.timing import TimingProtocol
     log = tmp_path / "busy.jsonl"
     r = tune(op="matmul", shape="32x32x32", threads=1, trials=2, log=log, progress=False,
              runner_options=LocalRunnerOptions(max_spread=1.0, retries=0, protocol=TimingProtocol(repeat=3, min_repeat_ms=5)),
@@ -200,7 +200,7 @@ def test_load_best_checks_the_kernel_against_the_reference(tmp_path: Path, monke
     # the kernel is right; a reference that says otherwise makes it a wrong kernel for load_best
     from dataclasses import replace
 
-    from templates import TEMPLATES
+    from autotune.templates import TEMPLATES
     monkeypatch.setitem(TEMPLATES, "matmul", replace(TEMPLATES["matmul"], reference=lambda a, b: a @ b + 1.0))
     with pytest.raises(AutotuneError, match="matmul.* computes a wrong answer \\(max error .*\\): retune the task"):
         autotune.load_best(log, "matmul", "16x16x16", threads=1)

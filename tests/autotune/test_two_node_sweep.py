@@ -54,7 +54,7 @@ def two_nodes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    from measure.ray_cluster import connect
+    from autotune.measure.ray_cluster import connect
     monkeypatch.setenv(MARKS_ENV, str(tmp_path / "marks.jsonl"))
     monkeypatch.setenv(RELEASE_ENV, str(tmp_path / "release"))
     if ray.is_initialized():

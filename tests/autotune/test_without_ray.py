@@ -46,7 +46,7 @@ sys.exit(main(["sweep", {str(spec)!r}, "--log", {str(tmp_path / "log.jsonl")!r},
 def test_runner_ray_without_ray_is_the_same_one_line_error(tmp_path: Path) -> None:
     proc = without_ray(f"""
 import autotune
-from measure.ray_runner import RayRunner
+from autotune.measure.ray_runner import RayRunner
 try:
     RayRunner()
 except autotune.AutotuneError as e:

@@ -16,9 +16,9 @@ import numpy as np
 from autotune.ir import te
 from autotune.ir.expr import Call
 from autotune.space import ChoiceKnob, ConfigSpace
-from templates import register
+from autotune.templates import register
 from autotune.codegen.options import CodegenOptions
-from templates.base import Template
+from autotune.templates.base import Template
 
 OK, SEGFAULT, HANG, WRONG, COMPILE_ERROR = range(5)
 

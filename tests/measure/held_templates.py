@@ -23,9 +23,9 @@ import time
 
 from autotune.ir import te
 from autotune.space import ChoiceKnob, ConfigSpace
-from templates import register
+from autotune.templates import register
 from autotune.codegen.options import CodegenOptions
-from templates.base import Template
+from autotune.templates.base import Template
 
 MARKS_ENV = "AUTOTUNE_TEST_HELD_MARKS"
 RELEASE_ENV = "AUTOTUNE_TEST_HELD_RELEASE"

@@ -21,9 +21,9 @@ from autotune.errors import AutotuneError
 from autotune.records import load_records
 from autotune.retime import FinalistOptions
 from autotune.tuning import tune
-from measure.local import LocalRunnerOptions
-from measure.timing import TimingProtocol
-from templates import USER_MODULES
+from autotune.measure.local import LocalRunnerOptions
+from autotune.measure.timing import TimingProtocol
+from autotune.templates import USER_MODULES
 from tests.measure import faulty_templates as ft
 
 FAST = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=1)

@@ -34,8 +34,8 @@ class JournalRunner:
     """A LocalRunner whose every result is journalled (one JSON line) before the tuner gets it."""
 
     def __init__(self, *, options: object = None, address: str | None = None) -> None:  # a RunnerFactory
-        from measure.local import LocalRunner, LocalRunnerOptions
-        from measure.timing import TimingProtocol
+        from autotune.measure.local import LocalRunner, LocalRunnerOptions
+        from autotune.measure.timing import TimingProtocol
         self.inner = LocalRunner(LocalRunnerOptions(
             compile_workers=1, protocol=TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=20)))
         self.journal = os.environ[JOURNAL_ENV]

@@ -18,10 +18,10 @@ from autotune.environment import worker_env
 from autotune.errors import AutotuneError
 from autotune.space import Config
 from autotune.task import Task
-from measure.local import LocalRunner, LocalRunnerOptions, _Worker
+from autotune.measure.local import LocalRunner, LocalRunnerOptions, _Worker
 from autotune.runner import ErrorKind, MeasureInput
-from measure.timing import TimingProtocol
-from measure.worker import WorkerSetup
+from autotune.measure.timing import TimingProtocol
+from autotune.measure.worker import WorkerSetup
 from tests.measure import faulty_templates as ft
 
 FAST = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=1)
@@ -105,7 +105,7 @@ def test_a_worker_takes_its_settings_from_its_first_message(tmp_path: Path, cach
 
 
 def test_a_worker_refuses_work_before_its_setup() -> None:
-    proc = subprocess.run([sys.executable, "-m", "measure.worker"], input='{"kind": "compile"}\n',
+    proc = subprocess.run([sys.executable, "-m", "autotune.measure.worker"], input='{"kind": "compile"}\n',
                           capture_output=True, text=True, timeout=120, env=worker_env())
     assert json.loads(proc.stdout) == {
         "ready": False, "message": "ValueError: the first message to a worker must be its setup, got kind='compile'"}
@@ -189,7 +189,7 @@ def test_a_timing_worker_killed_mid_measurement_is_measured_again() -> None:
 
 
 def test_a_worker_that_fails_to_start_once_is_started_again(tmp_path: Path) -> None:
-    from templates import USER_MODULES
+    from autotune.templates import USER_MODULES
     marker = tmp_path / "started-once"
     script = tmp_path / "flaky_start.py"  # a real set-up that fails the first time only
     script.write_text(f"import pathlib\np = pathlib.Path({str(marker)!r})\n"
@@ -205,7 +205,7 @@ def test_a_worker_that_fails_to_start_once_is_started_again(tmp_path: Path) -> N
 
 
 def test_a_worker_that_never_starts_fails_the_batch_as_infrastructure(tmp_path: Path) -> None:
-    from templates import USER_MODULES
+    from autotune.templates import USER_MODULES
     script = tmp_path / "broken_start.py"
     script.write_text("raise OSError('the node is out of memory')\n")
     USER_MODULES.append(f"file:{script}")

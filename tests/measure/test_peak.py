@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-import measure.peak as peak_mod
+import autotune.measure.peak as peak_mod
 from autotune.bench import BenchResult, Candidate, format_result
 from autotune.errors import AutotuneError
 from autotune.task import Task
-from measure.peak import Peak, machine_peak, probe_gflops, probe_read_gbps, task_bytes, task_intensity
+from autotune.measure.peak import Peak, machine_peak, probe_gflops, probe_read_gbps, task_bytes, task_intensity
 
 PEAK = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
             l3_gbps=60.0, l3_bytes=16 << 20, l2_gbps=100.0, l2_bytes=1 << 20)

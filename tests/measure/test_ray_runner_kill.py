@@ -37,9 +37,9 @@ def _drive(address: str, log: str, trials: int) -> None:
     """The driver: tune `held` with the Ray runner on the cluster at `address` into `log`."""
     import tests.measure.held_templates  # noqa: F401 (registers the template; the actors import it too)
     from autotune.tuning import tune
-    from measure.local import LocalRunnerOptions
-    from measure.ray_runner import RayRunner
-    from measure.timing import TimingProtocol
+    from autotune.measure.local import LocalRunnerOptions
+    from autotune.measure.ray_runner import RayRunner
+    from autotune.measure.timing import TimingProtocol
     runner = RayRunner(address=address, options=LocalRunnerOptions(
         compile_workers=1, protocol=TimingProtocol(warmup=1, number=1, repeat=2, min_repeat_ms=1)))
     try:

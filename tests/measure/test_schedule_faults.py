@@ -49,8 +49,8 @@ def _tune(log: str) -> None:
     """Tune faulty_schedule's four configs (grid order: 1, the segfault, the hang, 8) in one batch."""
     from autotune.retime import FinalistOptions
     from autotune.tuning import tune
-    from measure.local import LocalRunner, LocalRunnerOptions
-    from measure.timing import TimingProtocol
+    from autotune.measure.local import LocalRunner, LocalRunnerOptions
+    from autotune.measure.timing import TimingProtocol
     from tests.measure import faulty_templates  # registers faulty_schedule
     requests: list[int] = []  # the number of configs of each kernel-key request to the runner
     real = getattr(LocalRunner, "kernel_keys", None)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from measure.timing import Timing, TimingProtocol, time_callable
+from autotune.measure.timing import Timing, TimingProtocol, time_callable
 
 
 @pytest.mark.parametrize("kw", [{"warmup": -1}, {"number": 0}, {"repeat": 0}, {"repeat": 2.0},
@@ -54,7 +54,7 @@ def test_pause_ms_spreads_samples_over_time():
 def test_samples_the_hypervisor_stole_from_are_retaken(monkeypatch):
     """Samples during which the steal counter moved are replaced, while the budget lasts; then
     the least-stolen samples are kept and counted."""
-    import measure.timing as timing
+    import autotune.measure.timing as timing
     ticks = {"now": 0, "call": 0}
     stolen_calls = {2, 4}  # the 2nd and 4th timed calls lose the CPU (and run slow)
 
@@ -75,7 +75,7 @@ def test_samples_the_hypervisor_stole_from_are_retaken(monkeypatch):
 
 def test_the_steal_counter_is_read_on_linux():
     import sys
-    import measure.timing as timing
+    import autotune.measure.timing as timing
     got = timing._steal_ticks(None)
     assert got is None if not sys.platform.startswith("linux") else got >= 0
 
@@ -91,7 +91,7 @@ def test_samples_whose_threads_waited_for_a_cpu_are_retaken(monkeypatch):
     """A sample during which this process's threads waited for a CPU longer than max_wait of it
     (another process ran on their cores) is disturbed: retaken while the budget lasts, then kept
     and counted, which makes the timing noisy."""
-    import measure.timing as timing
+    import autotune.measure.timing as timing
     delay = {"ns": 0, "call": 0}
     busy_calls = {2, 4}
 
@@ -136,5 +136,5 @@ def test_another_process_on_the_kernels_core_makes_the_timing_noisy():
 
 
 def timing_delay():  # type: ignore[no-untyped-def]
-    import measure.timing as timing
+    import autotune.measure.timing as timing
     return timing._run_delay_ns()

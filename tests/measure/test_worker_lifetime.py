@@ -20,8 +20,8 @@ import pytest
 from autotune.runner import MeasureInput
 from autotune.space import Config
 from autotune.task import Task
-from measure.local import LocalRunner, LocalRunnerOptions
-from measure.timing import TimingProtocol
+from autotune.measure.local import LocalRunner, LocalRunnerOptions
+from autotune.measure.timing import TimingProtocol
 from tests.measure import faulty_templates as ft
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -75,14 +75,14 @@ def test_flattened_width_needs_stride_1():
     tiles = Task.create("conv2d", "1x4x9x9x8x3x3x2x1x1").space().by_name["tile"].values()
     assert tiles and not any(t.startswith("w") for t in tiles)
     from autotune.errors import ShapeError
-    from templates.conv2d import define_flat
+    from autotune.templates.conv2d import define_flat
     with pytest.raises(ShapeError, match="stride 1"):
         define_flat(Task.create("conv2d", "1x4x9x9x8x3x3x2x1x1").shape_dict, "float32")
 
 
 def test_both_definitions_take_the_same_inputs_and_give_the_same_output():
     from autotune.ir.expr import input_tensors
-    from templates.conv2d import define, define_flat
+    from autotune.templates.conv2d import define, define_flat
     shape = Task.create("conv2d", "2x3x7x9x5x3x2x1x1x2").shape_dict
     a, b = define(shape, "float64"), define_flat(shape, "float64")
     assert a.shape == b.shape and a.dtype == b.dtype

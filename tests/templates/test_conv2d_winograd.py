@@ -7,8 +7,8 @@ from autotune.codegen.check import check_output
 from autotune.errors import ShapeError
 from autotune.target import Target
 from autotune.task import Task
-from templates import conv2d
-from templates import conv2d_winograd as wg
+from autotune.templates import conv2d
+from autotune.templates import conv2d_winograd as wg
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 

@@ -12,7 +12,7 @@ from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.target import current
 from autotune.task import Task
-from templates import softmax
+from autotune.templates import softmax
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 

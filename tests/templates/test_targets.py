@@ -8,7 +8,7 @@ import pytest
 
 from autotune.errors import SpaceError
 from autotune.target import Target
-from templates import batch_matmul, conv2d, dense_bias_relu, depthwise_conv2d, gemm, matmul
+from autotune.templates import batch_matmul, conv2d, dense_bias_relu, depthwise_conv2d, gemm, matmul
 
 TARGETS = [Target.named("avx512f"), Target.named("avx2"), Target.named("sse4.2"), Target.named("neon")]
 GEMMS = [(matmul, {"M": 1024, "N": 1024, "K": 1024}), (matmul, {"M": 768, "N": 3072, "K": 768}),

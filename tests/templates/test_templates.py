@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from autotune.errors import ShapeError
 from autotune.ir import te
 from autotune.task import Task
-from templates import TEMPLATES
+from autotune.templates import TEMPLATES
 from tests.helpers import assert_close
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target

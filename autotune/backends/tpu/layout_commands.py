@@ -70,14 +70,14 @@ def _fraction(text: str) -> float:
 def add_layout_parsers(sub: Any) -> None:
     """Add generate-layout, train-layout and evaluate-layout to an argparse subparsers object."""
     gen = sub.add_parser("generate-layout", help="write a SYNTHETIC TpuGraphs layout set (planted cost) to DIR")
-    gen.add_argument("directory")
+    gen.add_argument("directory", help="where to write train/, valid/ and test/ (and SYNTHETIC.json)")
     gen.add_argument("--train", type=_at_least(0), default=24, help="training graphs (default: 24)")
     gen.add_argument("--valid", type=_at_least(0), default=6, help="validation graphs (default: 6)")
     gen.add_argument("--test", type=_at_least(0), default=6, help="test graphs (default: 6)")
     gen.add_argument("--nodes", type=_nodes, default=(300, 600), help="MIN:MAX nodes per graph, log-uniform "
                      "(default: 300:600; up to 100000 and more)")
     gen.add_argument("--configs", type=_at_least(2), default=32, help="configs per graph (default: 32)")
-    gen.add_argument("--seed", type=_at_least(0), default=0)
+    gen.add_argument("--seed", type=_at_least(0), default=0, help="random seed of the graphs and their costs")
 
     tr = sub.add_parser("train-layout", help="train the layout GNN on DIR/train (Graph Segment Training), "
                         "validated on DIR/valid")
@@ -92,22 +92,22 @@ def add_layout_parsers(sub: Any) -> None:
     tr.add_argument("--sed", type=_fraction, default=0.5, help="Stale Embedding Dropout probability (default: 0.5)")
     tr.add_argument("--finetune-epochs", type=_at_least(0), default=5,
                     help="prediction-head finetuning epochs on fresh embeddings (default: 5)")
-    tr.add_argument("--hidden", type=_at_least(1), default=32)
-    tr.add_argument("--layers", type=_at_least(1), default=3)
-    tr.add_argument("--lr", type=float, default=2e-3)
-    tr.add_argument("--seed", type=_at_least(0), default=0)
+    tr.add_argument("--hidden", type=_at_least(1), default=32, help="width of the GraphSAGE layers (default: 32)")
+    tr.add_argument("--layers", type=_at_least(1), default=3, help="GraphSAGE layers (default: 3)")
+    tr.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate (default: 0.002)")
+    tr.add_argument("--seed", type=_at_least(0), default=0, help="random seed of the weights and the sampling")
     tr.add_argument("--threads", type=_at_least(1), default=None, help="torch threads (default: torch's)")
     tr.add_argument("--generate", action="store_true",
                     help="first write a SYNTHETIC set into DIR (generate-layout's defaults) if DIR/train is absent")
-    tr.add_argument("--no-progress", action="store_true")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     tr.add_argument("--json", dest="json_out", help="write the training history as JSON to this file")
 
     ev = sub.add_parser("evaluate-layout", help="Kendall tau per graph of a layout model on DIR/SPLIT")
-    ev.add_argument("directory")
+    ev.add_argument("directory", help="a layout set: its test/ (or --split) files are scored")
     ev.add_argument("--model", required=True, help="a model written by train-layout")
     ev.add_argument("--split", default="test", help="the split to score (default: test)")
     ev.add_argument("--csv", help="write the rankings in the dataset's submission form (ID,TopConfigs)")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
     ev.add_argument("--json", dest="json_out", help="write the per-graph results as JSON to this file")
 
 

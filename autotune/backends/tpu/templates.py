@@ -27,7 +27,7 @@ from autotune.ir import te
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.backends.tpu.emulator import Block, TiledKernel
 from autotune.codegen.options import CodegenOptions
-from templates.base import Shape, Template
+from autotune.templates.base import Shape, Template
 
 BM = (8, 16, 32, 64, 128, 256, 512, 1024)
 BN = (128, 256, 512, 1024, 2048)

@@ -15,9 +15,9 @@ from autotune.backends.cpu.roofline import RooflineModel
 from autotune.errors import AutotuneError
 from autotune.task import Task
 from autotune.tuning import make_runner
-from measure.local import LocalRunner
+from autotune.measure.local import LocalRunner
 from autotune.backends.tpu.runner import TpuRunner
-from templates import TEMPLATES, get_template, register
+from autotune.templates import TEMPLATES, get_template, register
 
 CPU = Task.create("matmul", "64x48x32", threads=1)
 TPU = Task.create("tpu_matmul", "1024x1024x1024", threads=1)

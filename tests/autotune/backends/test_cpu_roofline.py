@@ -15,7 +15,7 @@ from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
 from autotune.target import Target, current, isa
 from autotune.task import Task
-from templates import matmul
+from autotune.templates import matmul
 
 pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it again under each target
 

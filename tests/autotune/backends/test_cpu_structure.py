@@ -10,7 +10,7 @@ from autotune.ir.stmt import For, Seq, Store
 from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
 from autotune.task import Task
-from templates import dense_bias_relu, matmul
+from autotune.templates import dense_bias_relu, matmul
 
 SHAPE = "64x64x64"
 BASE = {"kc": 64, "mc_panels": 1, "jc_blocks": 1, "order": "jr_ir", "parallel": True, "mr": 4, "nr": 16}

@@ -129,7 +129,7 @@ CONV = {"N": 1, "C": 3, "H": 7, "W": 9, "K": 5, "R": 3, "S": 3, "stride": 1, "pa
 
 
 def _conv_definition():  # type: ignore[no-untyped-def]
-    from templates.conv2d import define
+    from autotune.templates.conv2d import define
     return define(CONV, "float32")
 
 
@@ -153,7 +153,7 @@ def g_auto_conv2d_bias_relu():
     (vectorised) x 1 x 4 pixels (unrolled), rows over the threads; the convolution computed at each
     tile into its own accumulator over the window and the channels (the padded input blocked once,
     before the threads start); bias and relu applied to that tile as the output is written, once."""
-    from templates.conv2d import define_bias_relu
+    from autotune.templates.conv2d import define_bias_relu
     return _auto(define_bias_relu(CONV, "float32"), {"tile": "8x1x4", "cb": 16, "red_order": "window_c",
                                                      "outer": "channels", "input": "blocked_root", "parallel": "oh"})
 
@@ -186,10 +186,10 @@ def reference(name, arrays):
     if name in ("fused_epilogue", "auto_dense_bias_relu"):
         return np.maximum(arrays[0] @ arrays[1] + arrays[2], 0)
     if name in ("conv2d_flat", "conv2d_flat_scratch", "auto_conv2d_window", "auto_conv2d_pixels"):
-        from templates.conv2d import reference as conv2d
+        from autotune.templates.conv2d import reference as conv2d
         return conv2d(arrays[0], arrays[1], pad=1)
     if name == "auto_conv2d_bias_relu":
-        from templates.conv2d import reference_bias_relu
+        from autotune.templates.conv2d import reference_bias_relu
         return reference_bias_relu(arrays[0], arrays[1], arrays[2], pad=1)
     raise KeyError(name)
 
@@ -232,7 +232,7 @@ def test_golden_kernel_runs(name, pin_target):
 def test_a_prologue_shared_by_two_kernels_is_compiled_once(tmp_path):
     """Two register tiles of one convolution pack the weights alike: the second build loads the
     first's prologue module instead of compiling it again."""
-    from templates import conv2d
+    from autotune.templates import conv2d
     shape = {"N": 1, "C": 8, "H": 9, "W": 9, "K": 8, "R": 3, "S": 3, "stride": 1, "pad": 1, "dilation": 1}
     kernels = []
     for tile in ("w4x8", "w4x16"):

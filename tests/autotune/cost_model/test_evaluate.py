@@ -11,7 +11,7 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 from tests.autotune.cost_model.test_models import landscape
 
 

@@ -11,7 +11,7 @@ from autotune.errors import DefinitionError
 from autotune.ir import te
 from autotune.ir.evaluate import count_flops, evaluate
 from autotune.ir.serialize import MAX_BYTES, MAX_DEPTH, canonical, content_hash, from_data, to_data
-from templates import TEMPLATES
+from autotune.templates import TEMPLATES
 
 
 def row_dot(n: int = 6, k: int = 4, w: int | None = None) -> dict:

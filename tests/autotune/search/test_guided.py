@@ -15,7 +15,7 @@ from autotune.runner import MeasureResult
 from autotune.search.guided import guided_search
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 from tests.autotune.cost_model.test_models import landscape
 from tests.helpers import cached_features, features_cache
 

@@ -9,7 +9,7 @@ from autotune.search import STRATEGIES, make_strategy
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 from autotune.runner import MeasureInput, MeasureResult
 
 TASK = Task.create("matmul", "64x64x64", threads=2)

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from measure.experiments import busy_machine
+from autotune.measure.experiments import busy_machine
 
 
 def test_busy_machine_runs_end_to_end(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from measure.experiments import call_overhead
+from autotune.measure.experiments import call_overhead
 
 
 def test_call_overhead_times_each_way_of_calling(capsys: pytest.CaptureFixture[str]) -> None:

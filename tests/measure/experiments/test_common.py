@@ -9,8 +9,8 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.experiments.common import corpus
-from measure.replay import ReplayRunner
+from autotune.measure.experiments.common import corpus
+from autotune.measure.replay import ReplayRunner
 from tests.measure.experiments.landscape import landscape
 
 

@@ -1,9 +1,9 @@
-"""python -m measure.experiments: one subcommand per experiment, each with only its own flags."""
+"""python -m autotune.measure.experiments: one subcommand per experiment, each with only its own flags."""
 from __future__ import annotations
 
 import pytest
 
-from measure.experiments.__main__ import EXPERIMENTS, parser
+from autotune.measure.experiments.__main__ import EXPERIMENTS, parser
 
 
 def flags(name: str) -> set[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autotune.task import Task
-from measure.experiments.search_efficiency import (_alternate, _count, _count_at, _guided_log, _interleave,
+from autotune.measure.experiments.search_efficiency import (_alternate, _count, _count_at, _guided_log, _interleave,
                                                    _running_best, _searches_logged, _summary, _trials_to)
 
 

@@ -13,9 +13,9 @@ from autotune.search import make_strategy
 from autotune.space import Config
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.replay import ReplayRunner
+from autotune.measure.replay import ReplayRunner
 from autotune.runner import MeasureInput
-from measure.experiments.surrogate import Surrogate, SurrogateError, _search, compare
+from autotune.measure.experiments.surrogate import Surrogate, SurrogateError, _search, compare
 
 TASK = Task.create("matmul", "96x80x64", threads=2)
 

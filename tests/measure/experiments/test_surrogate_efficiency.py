@@ -10,9 +10,9 @@ from autotune.records import RecordLog
 from autotune.search import make_strategy
 from autotune.task import Task
 from autotune.tuner import Tuner, TuneOptions
-from measure.experiments.common import slug
-from measure.experiments.surrogate_efficiency import run as surrogate_efficiency
-from measure.replay import ReplayRunner
+from autotune.measure.experiments.common import slug
+from autotune.measure.experiments.surrogate_efficiency import run as surrogate_efficiency
+from autotune.measure.replay import ReplayRunner
 from tests.measure.experiments.landscape import landscape
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from autotune.autoschedule import AutoScheduler
-from measure.experiments.template_free import ROWS, _definition, _then_bias_relu, run, table
+from autotune.measure.experiments.template_free import ROWS, _definition, _then_bias_relu, run, table
 
 SKETCH = {"matmul": "gemm", "conv2d": "window", "conv2d_bias_relu": "window", "dense_bias_relu": "gemm", "rowsum": "rows", "softmax": "rows",
           "layernorm": "rows"}

@@ -1,0 +1,149 @@
+"""`autotune dashboard`: the board a page draws from (hostile lines skipped and counted, strings cut,
+a replaced log read again, bench files read only when they are bench files), and the page itself
+in headless Chromium while a real tuner appends to its log: curves and table appear, and a new
+record shows up without a reload."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.dashboard import Board, read_bench, require_web_stack
+from autotune.errors import AutotuneError
+from autotune.records import Record, RecordLog
+
+HOSTILE_OP = "<img src=x onerror=window.__pwned=1>"
+GOOD = {"mr": 2, "nr": 16, "kc": 64, "mc_panels": 4, "jc_blocks": 1, "order": "jr_ir", "pack_a": True,
+        "parallel": False}  # a matmul config valid on every target
+
+
+def _record(op: str = "matmul", seconds: float = 1e-4, **kw) -> Record:  # type: ignore[no-untyped-def]
+    return Record(op=op, shape={"M": 16, "N": 16, "K": 16}, dtype="float32", threads=1, config=kw.pop("config", {}),
+                  costs=[seconds] if seconds else None, strategy="random", **kw)
+
+
+def test_board_counts_hostile_lines_and_never_takes_a_bad_record_as_best(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    RecordLog(log, fsync=False).append(_record(config={"mr": 999}))  # outside the space: not usable
+    RecordLog(log, fsync=False).append(_record(HOSTILE_OP, message="<script>x</script>" * 100))
+    RecordLog(log, fsync=False).append(_record(seconds=0, error="compile_error", noisy=True))
+    with open(log, "a") as f:
+        f.write('{"v":1,"op":"matmul", not json\n')
+        f.write('{"v":1,"op":"matmul","shape":{},"dtype":"float32","threads":1,"config":{},"costs":[NaN]}\n')
+        f.write("x" * (1 << 20) + "\n")
+    board = Board([log], scan_bench=False, min_interval=0)
+    board.refresh()
+    v = board.view()
+    assert v["records"] == 3 and v["skipped"] == 3
+    tasks = {t["task"]: t for t in v["tasks"]}
+    mm = tasks["matmul|M=16,N=16,K=16|float32|threads=1"]
+    assert mm["trials"] == 2 and mm["errors"] == 1 and mm["noisy"] == 1 and mm["not_usable"] == 1
+    assert mm["best"] is None and "compile_error 1" in mm["error_kinds"]
+    assert any(t.startswith(HOSTILE_OP) for t in tasks)  # kept as text; the page escapes it
+    assert all(len(r["note"]) <= 200 for r in v["rows"])
+    # a log replaced under the board is read again from its start, not added to what was read
+    log.write_text(_record().to_line())
+    board.refresh()
+    assert board.view()["records"] == 1
+
+
+def test_bench_files_are_read_only_when_they_are_bench_files(tmp_path: Path) -> None:
+    good = {"schema": 1, "task": "matmul|M=16,N=16,K=16|float32|threads=1", "best": {"gflops": 10.0},
+            "baselines": {"numpy": {"gflops": 8.0}, "torch": {"gflops": "fast"}}}
+    (tmp_path / "bench.json").write_text(json.dumps(good))
+    (tmp_path / "other.json").write_text(json.dumps({"hello": 1}))
+    (tmp_path / "nan.json").write_text('{"schema": 1, "task": "t", "best": {"gflops": NaN}, "baselines": {}}')
+    entry = read_bench(tmp_path / "bench.json")
+    assert entry is not None and entry.autotune == 10.0 and entry.baselines == (("numpy", 8.0),)
+    assert read_bench(tmp_path / "other.json") is None and read_bench(tmp_path / "nan.json") is None
+    RecordLog(tmp_path / "log.jsonl", fsync=False).append(_record(config=GOOD))
+    board = Board([tmp_path / "log.jsonl"], min_interval=0)
+    board.refresh()
+    [b] = board.view()["bench"]
+    assert b["log_best"] == pytest.approx(2 * 16 ** 3 / 1e-4 / 1e9) and b["autotune"] == 10.0
+
+
+def test_a_missing_web_stack_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "dash", None)  # import dash raises ImportError
+    with pytest.raises(AutotuneError, match=r"pip install 'autotune\[dashboard\]'"):
+        require_web_stack()
+
+
+def test_cli_refuses_a_log_that_is_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from autotune.cli import main
+    assert main(["dashboard", str(tmp_path), "--port", "0"]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.mark.skipif(not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
+                    reason="Chromium and ChromeDriver are not installed (apt-get install chromium chromium-driver; "
+                           ".ci/run installs them)")
+def test_the_page_follows_a_tuner_live_in_chromium(tmp_path: Path) -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    import autotune
+    from autotune.dashboard import serve
+
+    log = tmp_path / "tune.jsonl"  # not written yet: the page waits for it
+    server = serve([log], port=0, interval=0.3)
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1900"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    errors: list[BaseException] = []
+
+    def tune() -> None:
+        try:
+            autotune.tune(op="matmul", shape="16x16x16", trials=3, batch=1, log=str(log), progress=False,
+                          finalists=None, threads=1)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+    tuner = threading.Thread(target=tune, daemon=True)
+    try:
+        driver.get(server.url)
+        wait = WebDriverWait(driver, 25, poll_frequency=0.2)
+        wait.until(lambda d: "waiting for tune.jsonl" in d.find_element(By.ID, "status").text)
+        driver.execute_script("window.__same_page = 1")  # gone if the page reloads
+        tuner.start()
+
+        def rows(d) -> int:  # type: ignore[no-untyped-def]
+            return len(d.find_elements(By.CSS_SELECTOR, "#configs .ag-center-cols-container .ag-row"))
+        wait.until(lambda d: rows(d) >= 1)
+        first = rows(driver)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-trials .scatterlayer .trace")
+                   and d.find_elements(By.CSS_SELECTOR, "#curve-time .scatterlayer .trace"))
+        wait.until(lambda d: rows(d) > first)  # the tuner's next record, without a reload
+        tuner.join(60)
+        assert not errors, errors
+        # a hostile line and a hostile record: skipped and counted, shown as text
+        with open(log, "a") as f:
+            f.write('{"v":1,"op":"<script>window.__pwned=1</script>", broken\n')
+        RecordLog(log, fsync=False).append(_record(HOSTILE_OP))
+        wait.until(lambda d: HOSTILE_OP in d.find_element(By.ID, "tasks").text)
+        wait.until(lambda d: "1 line skipped" in d.find_element(By.ID, "status").text)
+        assert driver.execute_script("return window.__same_page") == 1
+        assert driver.execute_script("return window.__pwned") is None
+        assert "matmul|M=16,N=16,K=16|float32|threads=1" in driver.find_element(By.ID, "tasks").text
+        shot = tmp_path / "dashboard.png"
+        time.sleep(0.5)  # let the last redraw settle
+        driver.save_screenshot(str(shot))
+        print(f"screenshot: {shot}")
+        assert shot.stat().st_size > 10_000
+    finally:
+        driver.quit()
+        server.stop()

@@ -1,0 +1,101 @@
+"""Progress when stderr is no terminal (CI, nohup, a notebook): a plain line every few seconds,
+the finalists' re-timing announced, and a line when the best named differs from the search's."""
+from __future__ import annotations
+
+import io
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from autotune.errors import AutotuneError
+from autotune.progress import ProgressOptions, TuneProgress
+from autotune.retime import FinalistOptions
+from autotune.runner import MeasureResult
+from autotune.task import Task
+
+
+class TimedStream(io.StringIO):
+    """A captured stream (no terminal) remembering when each line was written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def write(self, s: str) -> int:
+        if s.strip():
+            self.times.append(time.monotonic())
+        return super().write(s)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_a_tune_with_stderr_captured_prints_periodic_lines_and_says_when_it_retimes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from autotune.tuning import tune
+    stream = TimedStream()
+    t0 = time.monotonic()
+    result = tune(op="matmul", shape="16x16x16", threads=1, trials=4, log=tmp_path / "t.jsonl",
+                  progress=ProgressOptions(interval_s=0.2, stream=stream),
+                  finalists=FinalistOptions(count=3, within=100.0, noisy_within=100.0, minimum=2))
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "autotune: tuning matmul M=16 N=16 K=16 float32 threads=1: 4 trials"
+    periodic = [x for x in lines if re.search(r": \d+/4 trials, (best [\d.]+ GFLOP/s|no successful trial yet), "
+                                              r"\d+ errors?, \d+ s", x)]
+    assert len(periodic) >= 2, lines
+    assert result.retimed >= 2
+    assert any(re.search(r"re-timing the \d+ fastest in 3 alternating rounds\.\.\.", x) for x in lines), lines
+    # never a silent stretch: a line at least every interval (with slack for a busy machine)
+    gaps = [b - a for a, b in zip([t0, *stream.times], stream.times)]
+    assert max(gaps) < 5.0, gaps
+    assert capsys.readouterr().err == ""  # all of it went to the stream asked for
+
+
+class _Task:
+    def key(self) -> str:
+        return "matmul|M=8,N=8,K=8|float32|threads=1"
+
+    def speed_unit(self) -> tuple[float, str]:
+        return 1.0, "GFLOP/s"  # speed = 1.0 / seconds
+
+
+def test_the_final_best_differing_from_the_bars_is_said_in_one_line() -> None:
+    stream = TimedStream()
+    with TuneProgress(_Task(), 2, options=ProgressOptions(interval_s=60, stream=stream)) as p:
+        p.update(None, [1, 2], [MeasureResult((1.0 / 165.6,)), MeasureResult((10.0,))])
+        p.retiming(5, 5)
+        p.finish(1.0 / 129.8, retimed=5)
+    lines = stream.getvalue().splitlines()
+    assert "autotune: matmul M=8 N=8 K=8 float32 threads=1: re-timing the 5 fastest in 5 alternating rounds..." in lines
+    assert lines[-1] == ("autotune: matmul M=8 N=8 K=8 float32 threads=1: best after re-timing the finalists: "
+                         "129.8 GFLOP/s (the search's timing said 165.6)")
+
+
+def test_the_same_best_says_nothing_more_and_a_disabled_progress_says_nothing() -> None:
+    stream = TimedStream()
+    with TuneProgress(_Task(), 1, options=ProgressOptions(interval_s=60, stream=stream)) as p:
+        p.update(None, [1], [MeasureResult((1e-9,))])
+        p.finish(1e-9, retimed=2)
+    assert "re-timing the finalists" not in stream.getvalue()
+    quiet = TimedStream()
+    with TuneProgress(_Task(), 1, enabled=False, options=ProgressOptions(interval_s=0.01, stream=quiet)) as p:
+        p.update(None, [1], [MeasureResult((1e-9,))])
+        time.sleep(0.05)
+    assert quiet.getvalue() == ""
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
+def test_the_interval_is_a_checked_option(bad: float) -> None:
+    with pytest.raises(AutotuneError, match="interval_s must be a finite number of seconds > 0"):
+        ProgressOptions(interval_s=bad)
+
+
+def test_progress_on_a_terminal_is_a_bar() -> None:
+    class Tty(TimedStream):
+        def isatty(self) -> bool:
+            return True
+    stream = Tty()
+    with TuneProgress(Task.create("matmul", "8x8x8", threads=1), 1, options=ProgressOptions(stream=stream)) as p:
+        assert p.mode == "bar"
