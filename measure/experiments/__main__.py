@@ -1,6 +1,6 @@
-"""python -m measure.experiments NAME [flags]: run one experiment; --help lists them.
+"""python -m autotune.measure.experiments NAME [flags]: run one experiment; --help lists them.
 
-    python -m measure.experiments throughput --shape 512x512x512 --trials 16 --json out.json
+    python -m autotune.measure.experiments throughput --shape 512x512x512 --trials 16 --json out.json
 """
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from measure.experiments import (busy_machine, call_overhead, model_accuracy, ray_scaling, search_efficiency,
-                                 spread, surrogate_efficiency, template_free, throughput, winograd)
+from autotune.measure.experiments import (busy_machine, call_overhead, fused_activation, model_accuracy, ray_scaling,
+                                          search_efficiency, spread, surrogate_efficiency, template_free, throughput,
+                                          winograd)
 
 # name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
 EXPERIMENTS: dict[str, ModuleType] = {
@@ -25,12 +26,13 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "template-free": template_free,
     "winograd": winograd,
     "busy-machine": busy_machine,
+    "fused-activation": fused_activation,
 }
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per experiment, each with only its own flags (and --json)."""
-    p = argparse.ArgumentParser(prog="python -m measure.experiments",
+    p = argparse.ArgumentParser(prog="python -m autotune.measure.experiments",
                                 description="Run one experiment (results: measure/experiments/RESULTS.md).")
     sub = p.add_subparsers(dest="experiment", required=True, metavar="NAME")
     for name, mod in EXPERIMENTS.items():
