@@ -58,6 +58,7 @@ Example::
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
@@ -133,10 +134,9 @@ class _CheckoutFinder:
 
     @staticmethod
     def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
-        import importlib.util
         top, _, name = fullname.partition(".")
         if top != "autotune" or name not in CHECKOUT_PACKAGES:
-            return None
+            return None  # first, before anything is imported here: every import in the process asks
         folder = ROOT / name
         return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
                                                       submodule_search_locations=[str(folder)])
