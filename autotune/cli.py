@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import NoReturn, Sequence
 
+from autotune.arguments import float_where, int_at_least
 from autotune.cost_model import CPU_MODELS, TRAINABLE_MODELS
 from autotune.errors import AutotuneError
 from autotune.search import STRATEGIES
@@ -47,26 +47,8 @@ class _Parser(argparse.ArgumentParser):
         raise AutotuneError(f"{message} (see `{self.prog} --help`)")
 
 
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
-    return value
+_seconds = float_where(lambda v: v > 0, "a finite number of seconds > 0")
+_megabytes = float_where(lambda v: v >= 0, "a size in MB >= 0")
 
 
 def _tile_models(text: str) -> list[str]:
@@ -79,7 +61,7 @@ def _tile_models(text: str) -> list[str]:
     return names
 
 
-POSITIVE, COUNT = _int_at_least(1), _int_at_least(0)
+POSITIVE, COUNT = int_at_least(1), int_at_least(0)
 SHAPE_CHARS = re.compile(r"^[0-9xX ]*$")
 
 
@@ -91,15 +73,6 @@ def _shape(text: str) -> str:
         raise argparse.ArgumentTypeError(f"bad shape {text!r}: expected integers joined by 'x', like 64x64x64")
     return text
 
-
-def _megabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a size in MB >= 0, got {text!r}")
-    return value
 
 TRIALS_HELP = "trials to make in this run (measurements resumed from the log are not counted)"
 NO_PROGRESS_HELP = ("no progress while tuning (default: a live bar on a terminal, elsewhere a plain line every "
@@ -215,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     db.add_argument("logs", nargs="+", metavar="LOG",
                     help="tuning logs (JSON lines); one not yet written is waited for")
     db.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
-    db.add_argument("--port", type=_int_at_least(0), default=8050, help="port (default: 8050; 0: any free port)")
+    db.add_argument("--port", type=int_at_least(0), default=8050, help="port (default: 8050; 0: any free port)")
     db.add_argument("--bench", action="append", default=[], metavar="FILE",
                     help="an `autotune bench --json` file whose baselines to show (repeatable; those beside a "
                          "log are found)")

@@ -17,7 +17,7 @@ PACKAGES = ("autotune", "templates", "measure")  # folders; templates/ and measu
 
 # module prefix -> layer; the longest matching prefix decides. Lower layers may not import higher ones.
 LAYERS: dict[str, int] = {
-    "autotune.errors": 0, "autotune.registry": 0, "autotune.dtypes": 0, "autotune.environment": 0, "autotune.version": 0,
+    "autotune.errors": 0, "autotune.registry": 0, "autotune.arguments": 0, "autotune.dtypes": 0, "autotune.environment": 0, "autotune.version": 0,
     "autotune.timing_lock": 0, "autotune.isa": 0, "autotune.target": 0,  # the machine: templates derive their tiles from it
     "autotune.ir": 1,
     "autotune.schedule": 2,

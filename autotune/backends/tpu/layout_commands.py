@@ -25,25 +25,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.arguments import float_where, int_at_least
+
 COMMANDS = ("generate-layout", "train-layout", "evaluate-layout")
 
 
-def _at_least(low: int):  # type: ignore[no-untyped-def]
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
-        return v
-    return parse
+_fraction = float_where(lambda v: 0 <= v < 1, "a probability in [0, 1)")
 
 
 def _segment(text: str) -> int | None:
     if text.lower() in ("none", "full", "0"):
         return None
-    return _at_least(1)(text)
+    return int_at_least(1)(text)
 
 
 def _nodes(text: str) -> tuple[int, int]:
@@ -57,46 +50,36 @@ def _nodes(text: str) -> tuple[int, int]:
     return a, b
 
 
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"must be a probability in [0, 1), got {text!r}")
-    return v
-
-
 def add_layout_parsers(sub: Any) -> None:
     """Add generate-layout, train-layout and evaluate-layout to an argparse subparsers object."""
     gen = sub.add_parser("generate-layout", help="write a SYNTHETIC TpuGraphs layout set (planted cost) to DIR")
     gen.add_argument("directory", help="where to write train/, valid/ and test/ (and SYNTHETIC.json)")
-    gen.add_argument("--train", type=_at_least(0), default=24, help="training graphs (default: 24)")
-    gen.add_argument("--valid", type=_at_least(0), default=6, help="validation graphs (default: 6)")
-    gen.add_argument("--test", type=_at_least(0), default=6, help="test graphs (default: 6)")
+    gen.add_argument("--train", type=int_at_least(0), default=24, help="training graphs (default: 24)")
+    gen.add_argument("--valid", type=int_at_least(0), default=6, help="validation graphs (default: 6)")
+    gen.add_argument("--test", type=int_at_least(0), default=6, help="test graphs (default: 6)")
     gen.add_argument("--nodes", type=_nodes, default=(300, 600), help="MIN:MAX nodes per graph, log-uniform "
                      "(default: 300:600; up to 100000 and more)")
-    gen.add_argument("--configs", type=_at_least(2), default=32, help="configs per graph (default: 32)")
-    gen.add_argument("--seed", type=_at_least(0), default=0, help="random seed of the graphs and their costs")
+    gen.add_argument("--configs", type=int_at_least(2), default=32, help="configs per graph (default: 32)")
+    gen.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the graphs and their costs")
 
     tr = sub.add_parser("train-layout", help="train the layout GNN on DIR/train (Graph Segment Training), "
                         "validated on DIR/valid")
     tr.add_argument("directory", help="a layout set: train/, valid/ (and test/) of TpuGraphs layout .npz files")
     tr.add_argument("--out", default="layout-model.pt", help="where to save the model (default: layout-model.pt)")
-    tr.add_argument("--epochs", type=_at_least(0), default=20, help="GST epochs, one step per graph (default: 20)")
+    tr.add_argument("--epochs", type=int_at_least(0), default=20, help="GST epochs, one step per graph (default: 20)")
     tr.add_argument("--segment-size", type=_segment, default=1000,
                     help="S: at most this many nodes per segment; 'none' trains whole graphs (default: 1000)")
-    tr.add_argument("--sample-segments", type=_at_least(1), default=1,
+    tr.add_argument("--sample-segments", type=int_at_least(1), default=1,
                     help="segments run with gradient per step; the others come from the embedding table (default: 1)")
-    tr.add_argument("--sample-configs", type=_at_least(2), default=16, help="configs per step (default: 16)")
+    tr.add_argument("--sample-configs", type=int_at_least(2), default=16, help="configs per step (default: 16)")
     tr.add_argument("--sed", type=_fraction, default=0.5, help="Stale Embedding Dropout probability (default: 0.5)")
-    tr.add_argument("--finetune-epochs", type=_at_least(0), default=5,
+    tr.add_argument("--finetune-epochs", type=int_at_least(0), default=5,
                     help="prediction-head finetuning epochs on fresh embeddings (default: 5)")
-    tr.add_argument("--hidden", type=_at_least(1), default=32, help="width of the GraphSAGE layers (default: 32)")
-    tr.add_argument("--layers", type=_at_least(1), default=3, help="GraphSAGE layers (default: 3)")
+    tr.add_argument("--hidden", type=int_at_least(1), default=32, help="width of the GraphSAGE layers (default: 32)")
+    tr.add_argument("--layers", type=int_at_least(1), default=3, help="GraphSAGE layers (default: 3)")
     tr.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate (default: 0.002)")
-    tr.add_argument("--seed", type=_at_least(0), default=0, help="random seed of the weights and the sampling")
-    tr.add_argument("--threads", type=_at_least(1), default=None, help="torch threads (default: torch's)")
+    tr.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the weights and the sampling")
+    tr.add_argument("--threads", type=int_at_least(1), default=None, help="torch threads (default: torch's)")
     tr.add_argument("--generate", action="store_true",
                     help="first write a SYNTHETIC set into DIR (generate-layout's defaults) if DIR/train is absent")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
