@@ -151,7 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--log", required=True, help="the log every record streams into (resumed if it exists)")
     sw.add_argument("--address", help="a Ray cluster address (default: start a local Ray)")
     sw.add_argument("--compile-workers", type=POSITIVE, default=1, help="parallel compiles per task")
-    sw.add_argument("--no-progress", action="store_true", help="no live table (a plain one is printed at the end)")
+    sw.add_argument("--no-progress", action="store_true",
+                    help="no live table on a terminal, no progress line every few seconds elsewhere (a plain table "
+                    "is printed at the end)")
 
     et = sub.add_parser("evaluate-tiles", help="TPU tile selection: APE of learned vs analytical models")
     et.add_argument("--kernels", type=POSITIVE, default=300, help="random kernels (ResNet, BERT, EfficientNet-like)")

@@ -3,10 +3,12 @@ sweeps append to them (Plotly Dash and Dash AG Grid: `pip install 'autotune[dash
 
 It shows each task's best so far against trials and against wall time (as `autotune report`
 draws them), every measured config in a sortable, filterable table with its error kind and noisy
-mark, a sweep's tasks with the trials done per task, the log's best against the baselines of
-`autotune bench --json` files (found beside the logs, or passed with --bench), and a cost model's
-predicted against measured speed when the records hold predictions (today's records hold none:
-the page says so).
+mark, a sweep's tasks with the trials done of those planned and the best so far per task (from
+the `sweep` stamp a sweep puts on its records: autotune.distributed), the log's best against the
+baselines of `autotune bench --json` files (found beside the logs, or passed with --bench), and,
+per task of a model-guided run, the cost model's prediction for each measured config (the score
+the search chose it by, kept in its record) against its measured speed, with their rank
+correlation (Spearman's rho).
 
 The logs are untrusted input. They are read by `autotune.records.Log` (each line validated, a
 line that is no valid record skipped and counted, memory bounded per log), followed as they grow
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from autotune.display import readable_key
 from autotune.errors import AutotuneError
 from autotune.records import Log, Record, RecordError, trust
 
@@ -45,6 +48,8 @@ INSTALL = "pip install 'autotune[dashboard]'"
 MAX_ROWS = 2000          # records in the configs table (the latest)
 MAX_TRACES = 40          # curves drawn at once (the most recently active)
 MAX_TASKS = 2000         # tasks listed
+MAX_SWEEPS = 64          # sweep runs followed
+MAX_PREDICTION_PLOTS = 12  # tasks whose predicted-against-measured plot is drawn (the most predicted)
 MAX_TEXT = 200           # characters of a message or a config shown
 MAX_BENCH_FILES, MAX_BENCH_BYTES, MAX_BASELINES = 64, 1 << 20, 16
 BENCH_RESCAN_S = 5.0     # how often the folders of the logs are looked at again for bench files
@@ -91,6 +96,19 @@ class _Task:
     last: float = 0.0
     strategies: set = field(default_factory=set)
     logs: set = field(default_factory=set)
+
+
+@dataclass
+class _Sweep:
+    """One sweep run (its id), as its records tell: the tasks it planned and those it logged."""
+    ident: str
+    log: str
+    tasks: int = 0
+    # task key -> [trials planned for it in the log, its trials there at the sweep's last record of it,
+    # whether the sweep re-timed its finalists (the task's end)], in the order first logged
+    plans: dict = field(default_factory=dict)
+    first: float = 0.0
+    last: float = 0.0
 
 
 @dataclass
@@ -178,6 +196,9 @@ class Board:
         self.rows: deque[dict[str, Any]] = deque(maxlen=MAX_ROWS)
         self.total = 0
         self.predicted: list[tuple[str, float, float]] = []   # (task, predicted, measured speed)
+        self.sweeps: dict[tuple[str, str], _Sweep] = {}           # (log, sweep id) -> what it logged
+        self._log_trials: Counter = Counter()                     # (log, task) -> trials in that log
+        self._latest_sweep: dict[tuple[str, str], str] = {}       # (log, task) -> the last sweep logging it
         self._configs: dict[tuple[str, str], str | None] = {}  # config -> why it is outside its space
         self._flops: dict[str, float] = {}
         self._seq = 0
@@ -315,6 +336,7 @@ class Board:
             if r.error:
                 t.errors[r.error] += 1
             t.noisy += r.noisy
+            self._log_trials[(log, key)] += 1
             strat = r.strategy or "?"
             t.strategies.add(strat)
             g = self.groups.get((log, key, strat))
@@ -322,10 +344,12 @@ class Board:
                 g = self.groups[(log, key, strat)] = _Group(log, key, strat)
             g.records.append((r, r.ok and why is None))
             g.last, g.points = time.monotonic(), None
-        pred = getattr(r, "predicted", None)  # a cost model's prediction, in records that hold one
-        if r.ok and why is None and isinstance(pred, (int, float)) and not isinstance(pred, bool) \
-                and math.isfinite(pred) and len(self.predicted) < 100_000:
+        pred = r.predicted  # a cost model's prediction, in records of a model-guided search
+        if r.ok and why is None and not r.retimed and pred is not None and math.isfinite(pred) \
+                and len(self.predicted) < 100_000:
             self.predicted.append((key, float(pred), t.per / r.seconds))
+        if r.sweep is not None:
+            self._sweep(log, t, r, ts)
         self._seq += 1
         self.rows.append({
             "id": str(self._seq), "log": log, "task": _cut(key), "trial": trial,
@@ -336,6 +360,53 @@ class Board:
             "kind": "re-timing" if r.retimed else "trial", "strategy": _cut(r.strategy or "", 64),
             "compile_s": _sig(r.compile_seconds) if r.compile_seconds is not None else None,
             "config": _cut(r.config_key()), "note": _cut(why if why else r.message)})
+
+    def _sweep(self, log: str, t: _Task, r: Record, ts: float) -> None:
+        """Follow a sweep's stamp (validated by Record.from_json): the task's plan and progress."""
+        ident, planned, size = str(r.sweep["id"]), int(r.sweep["trials"]), int(r.sweep["tasks"])
+        sw = self.sweeps.get((log, ident))
+        if sw is None:
+            if len(self.sweeps) >= MAX_SWEEPS:
+                return
+            sw = self.sweeps[(log, ident)] = _Sweep(ident, log)
+        sw.tasks = max(sw.tasks, size)
+        if ts:
+            sw.first = min(sw.first, ts) if sw.first else ts
+            sw.last = max(sw.last, ts)
+        if t.key not in sw.plans and len(sw.plans) >= MAX_TASKS:
+            return
+        plan = sw.plans.setdefault(t.key, [planned, 0, False])
+        plan[0], plan[1] = planned, self._log_trials[(log, t.key)]
+        plan[2] |= r.retimed
+        self._latest_sweep[(log, t.key)] = ident
+
+    def _sweep_view(self) -> list[dict[str, Any]]:
+        """Each sweep: its tasks with trials done of planned, best so far and state, and a summary."""
+        out = []
+        for sw in sorted(self.sweeps.values(), key=lambda s: s.last, reverse=True):
+            rows, done, running, trials, planned = [], 0, 0, 0, 0
+            for i, (key, (plan, logged, retimed)) in enumerate(sw.plans.items()):
+                t = self.tasks.get(key)
+                if t is None:
+                    continue
+                latest = self._latest_sweep.get((sw.log, key)) == sw.ident
+                n = self._log_trials[(sw.log, key)] if latest else logged
+                finished = not latest or retimed or n >= plan
+                state = ("done" if latest else "done (a later sweep went on)") if finished else "running"
+                done += finished
+                running += not finished
+                trials += min(n, plan)
+                planned += plan
+                rows.append({"id": f"{sw.log}|{sw.ident}|{i}", "sweep": sw.ident, "task": _cut(key),
+                             "trials": f"{n} of {plan}",
+                             "done_pct": _sig(100.0 * min(n, plan) / plan) if plan else 100.0,
+                             "best": _sig(t.per / t.best) if math.isfinite(t.best) else None, "unit": t.unit,
+                             "state": state})
+            waiting = max(sw.tasks - len(sw.plans), 0)
+            out.append({"id": sw.ident, "log": sw.log, "tasks": sw.tasks, "done": done, "running": running,
+                        "waiting": waiting, "trials": trials, "planned": planned,
+                        "elapsed_s": _sig(sw.last - sw.first) if sw.first else None, "rows": rows})
+        return out
 
     # ---- what the page draws -----------------------------------------------------------------
     def _points(self, g: _Group) -> list[tuple[int, float, float]]:
@@ -387,7 +458,8 @@ class Board:
                     "problems": dict(self.problems), "logs": [self.names[p] for p in self.paths],
                     "waiting": [self.names[p] for p in self.paths if not p.exists()],
                     "tasks": tasks, "curves": curves, "curves_left_out": len(groups) - len(shown),
-                    "rows": rows, "rows_held": len(self.rows), "bench": bench, "predicted": predicted}
+                    "rows": rows, "rows_held": len(self.rows), "bench": bench, "predicted": predicted,
+                    "sweeps": self._sweep_view()}
 
 
 # ---- the page (Dash) ----------------------------------------------------------------------------
@@ -406,6 +478,10 @@ CONFIG_COLUMNS = [("log", "log", 110), ("task", "task", 300), ("trial", "trial",
                   ("speed", "speed", 100), ("unit", "unit", 95), ("ms", "ms", 95), ("error", "error", 140),
                   ("noisy", "noisy", 90), ("kind", "kind", 110), ("strategy", "strategy", 120),
                   ("compile_s", "compile s", 110), ("config", "config", 420), ("note", "note", 300)]
+
+SWEEP_COLUMNS = [("sweep", "sweep", 150), ("task", "task", 330), ("trials", "trials done of planned", 200),
+                 ("done_pct", "% done", 95), ("best", "best so far", 120), ("unit", "unit", 100),
+                 ("state", "state", 220)]
 
 
 def _columns(spec: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
@@ -435,6 +511,11 @@ def make_app(board: Board, interval: float = 1.0):  # type: ignore[no-untyped-de
                dcc.Dropdown(id="task", options=[], value=None, placeholder="all tasks", clearable=True,
                             style={"width": "520px"})], style={"display": "flex", "gap": "8px",
                                                                 "alignItems": "center", "margin": "8px 0"}),
+        section("Sweep: trials done of planned per task", h.Div(id="sweep-note", style={"color": "#444"}),
+                dag.AgGrid(id="sweep", columnDefs=_columns(SWEEP_COLUMNS), rowData=[], defaultColDef=grid_defaults,
+                           getRowId="params.data.id", style={"height": "260px"},
+                           dashGridOptions={"animateRows": False, "suppressCellFocus": True}),
+                ident="sweep-section"),
         section("Tasks (trials done per task)",
                 dag.AgGrid(id="tasks", columnDefs=_columns(TASK_COLUMNS), rowData=[], defaultColDef=grid_defaults,
                            getRowId="params.data.id", style={"height": "220px"},
@@ -444,6 +525,8 @@ def make_app(board: Board, interval: float = 1.0):  # type: ignore[no-untyped-de
                 h.Div([dcc.Graph(id="curve-trials", style={"flex": "1"}, config={"displaylogo": False}),
                        dcc.Graph(id="curve-time", style={"flex": "1"}, config={"displaylogo": False})],
                       style={"display": "flex", "gap": "8px"})),
+        section("Cost model: predicted against measured", h.Div(id="predicted-note"),
+                h.Div(id="predicted", style={"display": "flex", "flexWrap": "wrap", "gap": "8px"})),
         section("Measured configs",
                 h.Div(id="configs-note", style={"color": "#444"}),
                 dag.AgGrid(id="configs", columnDefs=_columns(CONFIG_COLUMNS), rowData=[],
@@ -452,8 +535,6 @@ def make_app(board: Board, interval: float = 1.0):  # type: ignore[no-untyped-de
                                             "pagination": True, "paginationPageSize": 100})),
         section("Against baselines (autotune bench --json)", h.Div(id="bench-note"),
                 dcc.Graph(id="bench", config={"displaylogo": False}), ident="bench-section"),
-        section("Cost model: predicted against measured", h.Div(id="predicted-note"),
-                dcc.Graph(id="predicted", config={"displaylogo": False})),
         dcc.Interval(id="tick", interval=int(max(interval, 0.2) * 1000)),
         dcc.Store(id="seen"),
     ], style={"fontFamily": "system-ui, sans-serif", "margin": "8px 16px"})
@@ -465,7 +546,8 @@ def make_app(board: Board, interval: float = 1.0):  # type: ignore[no-untyped-de
         Output("progress", "figure"), Output("curve-trials", "figure"), Output("curve-time", "figure"),
         Output("configs-note", "children"), Output("configs", "rowData"),
         Output("bench-note", "children"), Output("bench", "figure"), Output("bench", "style"),
-        Output("predicted-note", "children"), Output("predicted", "figure"), Output("predicted", "style"),
+        Output("predicted-note", "children"), Output("predicted", "children"),
+        Output("sweep-note", "children"), Output("sweep", "rowData"), Output("sweep-section", "style"),
         Output("seen", "data"),
         Input("tick", "n_intervals"), Input("task", "value"), State("seen", "data"))
     def update(_tick: Any, task: Any, seen: Any):  # type: ignore[no-untyped-def]
@@ -476,7 +558,11 @@ def make_app(board: Board, interval: float = 1.0):  # type: ignore[no-untyped-de
         v = board.view(task)
         return (_status(v), [{"label": t["task"], "value": t["task"]} for t in v["tasks"]], v["tasks"],
                 _progress_figure(v, task), *_curve_figures(v, task), _rows_note(v), v["rows"],
-                *_bench(v, hidden, shown), *_predicted(v, hidden, shown), [version, task])
+                *_bench(v, hidden, shown), *_predicted(v, graph), *_sweep(v, hidden, shown), [version, task])
+
+    def graph(figure: dict[str, Any]) -> Any:
+        return dcc.Graph(figure=figure, config={"displaylogo": False, "displayModeBar": False}, style={"width": "560px"},
+                         className="prediction")
     return app
 
 
@@ -530,6 +616,15 @@ def _progress_figure(v: dict[str, Any], task: str | None) -> dict[str, Any]:
              "x": [t["trials"] - t["errors"] for t in ts], "marker": {"color": "#4c78a8"}},
             {"type": "bar", "orientation": "h", "name": "failed", "y": names, "x": [t["errors"] for t in ts],
              "marker": {"color": "#e45756"}}]
+    left: dict[str, int] = {}  # a sweep's trials planned and not yet run, per task (its latest sweep)
+    for sw in v.get("sweeps", ()):
+        for r in sw["rows"]:
+            if r["state"] == "running" and r["task"] not in left:
+                done, _, plan = r["trials"].partition(" of ")
+                left[r["task"]] = max(int(plan) - int(done), 0)
+    if left:
+        data.append({"type": "bar", "orientation": "h", "name": "planned (sweep)", "y": names,
+                     "x": [left.get(t["task"], 0) for t in ts], "marker": {"color": "#d9d9d9"}})
     layout = _layout("trials done per task", "trials", "", "progress")
     layout.update(barmode="stack", height=max(160, 60 + 24 * len(ts)), margin={"l": 260, "r": 20, "t": 40, "b": 40})
     layout["yaxis"]["automargin"] = True
@@ -554,15 +649,85 @@ def _bench(v: dict[str, Any], hidden: Any, shown: Any) -> tuple[str, dict[str, A
     return (f"{len(bs)} bench file(s)", {"data": data, "layout": layout}, shown)
 
 
-def _predicted(v: dict[str, Any], hidden: Any, shown: Any) -> tuple[str, dict[str, Any], Any]:
-    ps = v["predicted"]
-    if not ps:
-        return ("these records hold no cost-model predictions (a log records measurements only)",
-                {"data": [], "layout": {}}, hidden)
-    data = [{"type": "scatter", "mode": "markers", "x": [p[1] for p in ps], "y": [p[2] for p in ps],
-             "text": [_esc(p[0]) for p in ps], "marker": {"size": 5}}]
-    return (f"{len(ps)} predictions", {"data": data, "layout": _layout("predicted against measured", "predicted",
-                                                                        "measured", "predicted")}, shown)
+def rank_correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Spearman's rho of two equally long series (ties take their mean rank); None when it is
+    undefined (fewer than 3 points, or a series of one value).
+
+    >>> rank_correlation([1, 2, 3, 4], [10, 20, 30, 25])
+    0.8
+    """
+    if len(xs) != len(ys) or len(xs) < 3:
+        return None
+
+    def ranks(v: Sequence[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        out = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None
+    return round(sxy / math.sqrt(sxx * syy), 4)
+
+
+def prediction_figures(v: dict[str, Any]) -> list[dict[str, Any]]:
+    """One scatter per task with predictions (those with the most first, MAX_PREDICTION_PLOTS at
+    most): the cost model's score of each measured config when the search chose it against the
+    speed measured, titled with their rank correlation."""
+    by_task: dict[str, list[tuple[float, float]]] = {}
+    for key, pred, speed in v["predicted"]:
+        by_task.setdefault(key, []).append((pred, speed))
+    units = {t["task"]: t["unit"] for t in v["tasks"]}
+    figures = []
+    for key, ps in sorted(by_task.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:MAX_PREDICTION_PLOTS]:
+        xs, ys = [p[0] for p in ps], [_sig(p[1]) for p in ps]
+        rho = rank_correlation(xs, ys)
+        said = f"rank correlation (Spearman) {rho:.2f}" if rho is not None else "rank correlation: too few points"
+        name = readable_key(key)
+        layout = _layout(f"{_cut(name, 60)}: {said}, {len(ps)} configs",
+                         "predicted score (the cost model's; higher: faster)", f"measured {units.get(key, 'GFLOP/s')}",
+                         f"predicted {key}")
+        layout.update(height=380, showlegend=False)
+        layout["title"]["font"] = {"size": 12}
+        figures.append({"data": [{"type": "scatter", "mode": "markers", "x": [_sig(x) for x in xs], "y": ys,
+                                  "name": _esc(_cut(key, 120)), "marker": {"size": 6, "opacity": 0.7},
+                                  "hovertemplate": "predicted %{x}<br>measured %{y}<extra></extra>"}],
+                        "layout": layout})
+    return figures
+
+
+def _predicted(v: dict[str, Any], graph: Any) -> tuple[str, list[Any]]:
+    if not v["predicted"]:
+        return ("no cost-model predictions in these records (only a model-guided search, `tune --cost-model`, records "
+                "them)", [])
+    figures = prediction_figures(v)
+    n = len({p[0] for p in v["predicted"]})
+    more = f" (the {len(figures)} with the most drawn)" if n > len(figures) else ""
+    return (f"{len(v['predicted'])} measured configs with the model's prediction, {n} task(s){more}",
+            [graph(f) for f in figures])
+
+
+def _sweep(v: dict[str, Any], hidden: Any, shown: Any) -> tuple[str, list[dict[str, Any]], Any]:
+    sweeps = v["sweeps"]
+    if not sweeps:
+        return ("", [], hidden)
+    notes = []
+    for sw in sweeps[:4]:
+        notes.append(f"sweep {sw['id']} ({_cut(sw['log'], 60)}): {sw['done']} of {sw['tasks']} tasks done, "
+                     f"{sw['running']} running, {sw['waiting']} not started; {sw['trials']} of the {sw['planned']} "
+                     f"trials planned for the {len(sw['rows'])} tasks started" + (f"; {sw['elapsed_s']:.0f} s" if sw["elapsed_s"] else ""))
+    rows = [r for sw in sweeps for r in sw["rows"]][:MAX_TASKS]
+    return ("; ".join(notes), rows, shown)
 
 
 # ---- serving --------------------------------------------------------------------------------------

@@ -31,18 +31,31 @@ measurement in flight. The records also come back with each finished task, so wh
 actor dies, the driver makes a new queue for the tasks it submits next and takes the records of
 the running ones when they end. Templates registered at run time (templates.USER_MODULES) are
 imported by the Ray workers too.
+
+The driver stamps every record it logs with the sweep (Record.sweep: this run's id, the trials
+planned for the record's task in the log, resumed ones included, and the sweep's task count), so
+a reader of the log alone (`autotune dashboard`) can tell each task's trials done of planned. On a
+terminal the sweep shows a live table; elsewhere (stderr piped or logged) a line every few seconds
+(`ProgressOptions.interval_s`): tasks done of all, trials, the best so far of the running tasks,
+elapsed; and a line as each task ends with its best.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
+import secrets
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from autotune.errors import AutotuneError
 from autotune.measure.ray_cluster import connect
+from autotune.progress import ProgressOptions
 
 MAX_SPEC_BYTES = 1 << 20  # a sweep spec's text
 MAX_SWEEP_TASKS = 10000   # tasks a spec may expand to
@@ -249,9 +262,11 @@ class SweepState:
 
 
 def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: str | None = None,
-              num_cpus: int | None = None, compile_workers: int = 1, progress: bool = True,
+              num_cpus: int | None = None, compile_workers: int = 1, progress: bool | ProgressOptions = True,
               on_event: Callable[[dict[str, Any]], None] | None = None, max_attempts: int = 3) -> dict[str, SweepState]:
-    """Tune every task of a spec over Ray into one log; resumes from the log."""
+    """Tune every task of a spec over Ray into one log; resumes from the log. progress: False none,
+    else a live table on a terminal and a plain line every few seconds elsewhere (a ProgressOptions:
+    how often, where)."""
     from autotune.records import RecordLog, load_records
     ray = connect(address, num_cpus=num_cpus)
     from ray.util.queue import Empty, Queue
@@ -264,6 +279,9 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                 st.add(r, new=False)
     for st in states.values():
         st.resumed = st.done
+    ident = secrets.token_hex(6)  # this run's stamp on its records: what a reader of the log knows of the plan
+    stamps = {key: {"id": ident, "trials": st.resumed + st.task.trials, "tasks": len(states)}
+              for key, st in states.items()}
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from autotune.templates import USER_MODULES
@@ -285,8 +303,9 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                   "seed": st.task.seed}
         return remote.remote(spec_d, list(st.lines), queue, compile_workers, modules)
 
+    view = _SweepView(states, progress is not False,
+                      progress if isinstance(progress, ProgressOptions) else ProgressOptions())
     refs = {submit(st): st for st in states.values()}
-    view = _SweepView(states, progress)
 
     def record(line: str) -> None:
         from autotune.records import Record
@@ -294,6 +313,8 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
         st = states.get(r.key)
         if st is not None and line in seen[r.key]:
             return  # streamed already, and now back with its task's result
+        if st is not None:
+            r = dataclasses.replace(r, sweep=stamps[r.key])
         out_log.append(r)
         if st is not None:
             seen[r.key].add(line)
@@ -346,35 +367,120 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
 
 
 class _SweepView:
-    """A live table of every task of the sweep (rich), or nothing when not a terminal."""
+    """A sweep's progress: a live table of every task (rich) on a terminal; elsewhere a plain line
+    every options.interval_s seconds (tasks done of all, trials, the running tasks' best so far,
+    elapsed) and one as each task ends (its trials and best); nothing when not enabled."""
 
-    def __init__(self, states: dict[str, SweepState], enabled: bool) -> None:
-        self.states, self.enabled = states, enabled and sys.stderr.isatty()
+    def __init__(self, states: dict[str, SweepState], enabled: bool,
+                 options: ProgressOptions = ProgressOptions()) -> None:
+        self.states, self.options = states, options
+        terminal = options.terminal
+        if terminal is None:
+            terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.mode = "off" if not enabled else "table" if terminal else "lines"
+        self.enabled = self.mode == "table"
+        self._units: dict[str, tuple[float, str]] = {}
+        self._ended: set[str] = set()
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stream(self):  # type: ignore[no-untyped-def]
+        return self.options.stream or sys.stderr
+
+    def speed(self, st: SweepState) -> str:
+        """The task's best so far in its unit ("-" before a successful trial)."""
+        if not math.isfinite(st.best) or st.best <= 0:
+            return "-"
+        key = st.task.key
+        if key not in self._units:
+            try:
+                from autotune.task import Task
+                self._units[key] = Task.create(st.task.op, st.task.shape, st.task.dtype, st.task.threads).speed_unit()
+            except Exception:  # noqa: BLE001 - progress never fails a sweep
+                self._units[key] = (1.0, "calls/s")
+        per, unit = self._units[key]
+        return f"{per / st.best:.1f} {unit}"
 
     def table(self):  # type: ignore[no-untyped-def]
         from rich.table import Table
-        t = Table(title="autotune sweep")
-        for col in ("task", "trials", "best GFLOP/s", "status"):
+
+        from autotune.display import readable_key
+        t = Table(title=f"autotune sweep: {self.summary()}")
+        for col in ("task", "trials", "best so far", "status"):
             t.add_column(col)
         for key, st in self.states.items():
-            from autotune.task import Task
-            fl = Task.create(st.task.op, st.task.shape, st.task.dtype, st.task.threads).flops()
-            best = f"{fl / st.best / 1e9:.1f}" if st.best < float("inf") else "-"
-            t.add_row(key, f"{st.new}/{st.task.trials}", best, st.status)
+            t.add_row(readable_key(key), f"{st.new}/{st.task.trials}", self.speed(st), st.status)
         return t
 
+    def summary(self) -> str:
+        """N of M tasks done (running, queued, failed), trials of planned, elapsed."""
+        sts = list(self.states.values())
+        done = sum(st.status == "done" for st in sts)
+        failed = sum(st.status.startswith("failed") for st in sts)
+        queued = sum(st.status == "queued" or st.status == "running" and st.pid is None for st in sts)
+        running = len(sts) - done - failed - queued
+        trials = sum(min(st.new, st.task.trials) for st in sts)
+        planned = sum(st.task.trials for st in sts)
+        return (f"{done} of {len(sts)} tasks done ({running} running, {queued} queued, {failed} failed), "
+                f"{trials} of {planned} trials, {time.monotonic() - self._t0:.0f} s")
+
+    def status(self) -> str:
+        """The plain progress line: the summary and the best so far of the running tasks."""
+        from autotune.display import readable_key
+        running = [st for st in self.states.values() if st.status not in ("done", "queued")
+                   and not st.status.startswith("failed") and st.pid is not None]
+        best = "; ".join(f"{readable_key(st.task.key)} {st.new}/{st.task.trials} best {self.speed(st)}"
+                         for st in running[:3])
+        more = f"; {len(running) - 3} more running" if len(running) > 3 else ""
+        return f"sweep: {self.summary()}" + (f"; {best}{more}" if best else "")
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            try:
+                print(f"autotune: {text}", file=self.stream, flush=True)
+            except (OSError, ValueError):  # a closed or broken stream: progress is not worth failing a sweep
+                pass
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.options.interval_s):
+            self._write(self.status())
+
     def __enter__(self) -> "_SweepView":
-        if self.enabled:
+        self._t0 = time.monotonic()
+        if self.mode == "table":
+            from rich.console import Console
             from rich.live import Live
-            self.live = Live(self.table(), refresh_per_second=4)
+            self.live = Live(self.table(), refresh_per_second=4, console=Console(file=self.stream))
             self.live.__enter__()
+        elif self.mode == "lines":
+            planned = sum(st.task.trials for st in self.states.values())
+            self._write(f"sweep: {len(self.states)} tasks, {planned} trials")
+            self._thread = threading.Thread(target=self._tick, name="autotune-sweep-progress", daemon=True)
+            self._thread.start()
         return self
 
     def refresh(self) -> None:
-        if self.enabled:
+        if self.mode == "table":
             self.live.update(self.table())
+        elif self.mode == "lines":
+            from autotune.display import readable_key
+            for key, st in self.states.items():
+                if key not in self._ended and (st.status == "done" or st.status.startswith("failed")):
+                    self._ended.add(key)
+                    ended = len(self._ended)
+                    self._write(f"sweep: {readable_key(key)} {st.status}: {st.new}/{st.task.trials} trials, best "
+                                f"{self.speed(st)} ({ended} of {len(self.states)} tasks ended)")
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        if self.mode == "table":
             self.live.update(self.table())
             self.live.__exit__(None, None, None)
+        elif self.mode == "lines":
+            self.refresh()
+            self._write(self.status())

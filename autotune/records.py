@@ -56,6 +56,8 @@ MAX_NUMBA = 1 << 17  # JSON text of a hand-written kernel's data (its source at 
 MAX_LOG_MEMORY = 512 << 20
 RECORD_OVERHEAD, LINE_FACTOR, ELEMENT_BYTES = 2048, 2, 64
 MAX_CONFIG_ELEMENTS = 1024  # knobs' values, list items counted one by one
+MAX_PREDICTED = 1e30  # what a cost model's score may be (a forged 1e308 would wreck a plot's axis)
+MAX_SWEEP_ID, MAX_PLANNED, MAX_SWEEP_SIZE = 32, 1 << 30, 1 << 20  # a sweep's id, trials per task, tasks
 
 
 class RecordError(AutotuneError, ValueError):
@@ -95,6 +97,14 @@ class Record:
     # shapes and dtypes), for autotune_numba's records; None otherwise. Its source is code: nothing
     # compiles it unless the user vouches for it (autotune.numba_tune.replay_record)
     numba: Mapping[str, Any] | None = None
+    # a model-guided search's cost-model score of the config when it chose it (higher: predicted
+    # faster; its scale is the model's own), so predictions can be held against measurements;
+    # None for configs no model scored (presets, random picks before the model knows anything)
+    predicted: float | None = None
+    # the sweep that logged the record (autotune.distributed): {"id": the run's id, "trials": the
+    # trials planned for the record's task in this log (those resumed plus the spec's), "tasks": the
+    # sweep's tasks}, so a reader of the log knows how far each task is; None outside a sweep
+    sweep: Mapping[str, Any] | None = None
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -130,7 +140,9 @@ class Record:
                 **({"kernel": self.kernel} if self.kernel is not None else {}),
                 **({"contention": dict(self.contention)} if self.contention is not None else {}),
                 **({"retimed": True} if self.retimed else {}),
-                **({"numba": dict(self.numba)} if self.numba is not None else {})}
+                **({"numba": dict(self.numba)} if self.numba is not None else {}),
+                **({"predicted": self.predicted} if self.predicted is not None else {}),
+                **({"sweep": dict(self.sweep)} if self.sweep is not None else {})}
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False) + "\n"
@@ -219,6 +231,13 @@ class Record:
                 numba = check_spec(numba)
             except SpecError as e:
                 raise RecordError(f"field 'numba' is no kernel data: {e}") from None
+        predicted = d.get("predicted")
+        if predicted is not None and not (_number(predicted) and abs(predicted) <= MAX_PREDICTED):
+            raise RecordError(f"field 'predicted' must be null or a number in [-{MAX_PREDICTED:g}, {MAX_PREDICTED:g}]")
+        sweep = d.get("sweep")
+        if sweep is not None and not _sweep_stamp(sweep):
+            raise RecordError(f"field 'sweep' must be null or an object of an 'id' (1 to {MAX_SWEEP_ID} letters and "
+                              f"digits), 'trials' (0 to {MAX_PLANNED}) and 'tasks' (1 to {MAX_SWEEP_SIZE})")
         threads = need("threads", int)
         if threads < 1:
             raise RecordError(f"field 'threads' must be >= 1, got {threads}")
@@ -232,7 +251,9 @@ class Record:
                    compile_seconds=cs, timestamp=float(d["ts"]) if _number(d.get("ts")) else 0.0,
                    target=target if isinstance(target, dict) else {},
                    strategy=strat if isinstance(strat, str) else None, noisy=d.get("noisy") is True, version=v,
-                   definition=definition, kernel=kernel, contention=contention, retimed=retimed, numba=numba)
+                   definition=definition, kernel=kernel, contention=contention, retimed=retimed, numba=numba,
+                   predicted=float(predicted) if predicted is not None else None,
+                   sweep=_shared(shared, sweep) if shared is not None and sweep is not None else sweep)
 
     # ---- validation against the operator's space ----------------------------------------------
     def task(self):  # type: ignore[no-untyped-def]
@@ -529,6 +550,19 @@ def _number(x: Any) -> bool:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return False
     return math.isfinite(x) if isinstance(x, float) else abs(x) <= 1 << 53
+
+
+def _sweep_stamp(x: Any) -> bool:
+    """A record's `sweep` field: exactly an id, the trials planned for its task and the sweep's tasks.
+
+    >>> _sweep_stamp({"id": "a1", "trials": 8, "tasks": 2}), _sweep_stamp({"id": "a1", "trials": -1, "tasks": 2})
+    (True, False)
+    """
+    def count(v: Any, low: int, high: int) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+    return (isinstance(x, dict) and set(x) == {"id", "trials", "tasks"} and isinstance(x["id"], str)
+            and 0 < len(x["id"]) <= MAX_SWEEP_ID and x["id"].isascii() and x["id"].isalnum()
+            and count(x["trials"], 0, MAX_PLANNED) and count(x["tasks"], 1, MAX_SWEEP_SIZE))
 
 
 def _elements(r: Record) -> int:

@@ -7,7 +7,8 @@ Resumed records must come from this machine (same CPU model and ISA, autotune.re
 a log made elsewhere is measured afresh here, not trusted. Runs are assembled by autotune.tuning.
 
 Every result is appended to the log the moment the runner reports it (a kill loses at most the
-measurements in flight). Each config is claimed before it is measured (autotune.claims), so two
+measurements in flight); a model-guided search's prediction for the config (its `prediction`)
+goes into the record too. Each config is claimed before it is measured (autotune.claims), so two
 tuners on one log never measure the same config; one the other tuner logged meanwhile is taken
 from the log instead. An infrastructure result (ErrorKind.INFRASTRUCTURE: a lost worker, a full
 disk) is logged but is no verdict: the config is measured again (at most INFRA_RETRIES times), it
@@ -49,7 +50,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from autotune.backends import Backend, backend_of
 from autotune.claims import Claims
 from autotune.errors import AutotuneError
-from autotune.records import Log, Record, RecordLog, from_target
+from autotune.records import MAX_PREDICTED, Log, Record, RecordLog, from_target
 from autotune.retime import FinalistOptions, best_of, most_trusted, retime_finalists
 from autotune.search.base import Strategy
 from autotune.space import Config
@@ -103,13 +104,14 @@ Callback = Callable[[Task, Sequence[Config], Sequence[MeasureResult]], None]
 
 
 def result_to_record(task: Task, cfg: Config, res: MeasureResult, strategy: str | None,
-                     target: Mapping[str, Any], kernel: str | None = None) -> Record:
+                     target: Mapping[str, Any], kernel: str | None = None, predicted: float | None = None) -> Record:
     return Record(op=task.op, shape=task.shape_dict, dtype=task.dtype, threads=task.threads, config=cfg.to_json(),
                   costs=list(res.costs) if res.ok else None, error=res.error.value if res.error else None,
                   message=res.message[:2000], compile_seconds=res.compile_seconds, timestamp=res.timestamp,
                   target=dict(target), strategy=strategy, noisy=res.noisy,
                   definition=task.template.definition(task.shape_dict, task.dtype) if task.template.definition else None,
-                  kernel=kernel, contention=res.contention, retimed=res.retimed)
+                  kernel=kernel, contention=res.contention, retimed=res.retimed,
+                  predicted=predicted if predicted is not None and abs(predicted) <= MAX_PREDICTED else None)
 
 
 def record_to_result(r: Record) -> MeasureResult:
@@ -401,7 +403,19 @@ class Tuner:
     def _log(self, config: Config, result: MeasureResult, kernel: str | None) -> None:
         if self.log is not None:
             self.log.append(result_to_record(self.task, config, result, getattr(self.strategy, "name", None),
-                                             self.target, kernel))
+                                             self.target, kernel, None if result.retimed else self._predicted(config)))
+
+    def _predicted(self, config: Config) -> float | None:
+        """The strategy's cost-model score of the config when it proposed it (a model-guided search's
+        `prediction`), kept in its record; None for other strategies and unscored configs."""
+        predict = getattr(self.strategy, "prediction", None)
+        if predict is None:
+            return None
+        try:
+            p = predict(config)
+        except Exception:  # a strategy's bookkeeping must not cost a measurement its record
+            return None
+        return float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) else None
 
     def _measure(self, configs: Sequence[Config], claims: Claims | None,
                  kernel_key: Callable[[Config], str | None]) -> list[MeasureResult]:

@@ -6,6 +6,10 @@ model plugs in (model-guided search); without it children are proposed as bred. 
 scores carry no information (a model not yet trained scores every config alike), a model round
 proposes a space-filling batch instead: configs as far (in knobs) from each other and from
 everything measured as a random pool allows, so the model's first data cover the space.
+
+Once the scores mean something, every config proposed keeps the score it had when it was chosen
+(`prediction`, the random share too): the tuner logs it beside the measurement, so the model's
+predictions can be held against what was measured (`autotune dashboard`).
 """
 from __future__ import annotations
 
@@ -49,6 +53,8 @@ class EvolutionarySearch:
         self.generations, self.model_population, self.epsilon = generations, model_population, epsilon
         self.score_informed, self.prior_share = score_informed, prior_share
         self._explore = 0.0
+        self._informed = False  # the last model round's scores told configs apart
+        self.predictions: dict[Config, float] = {}  # proposed configs' scores when chosen
         self.seen: set[Config] = set()
         self.measured: dict[Config, float] = {}
 
@@ -86,7 +92,8 @@ class EvolutionarySearch:
                 pop.append(c)
                 pop_set.add(c)
         scored: dict[Config, float] = dict(zip(pop, map(float, self.score(pop))))
-        if len(set(scored.values())) <= 1:  # an uninformed model: cover the space instead
+        self._informed = len(set(scored.values())) > 1
+        if not self._informed:  # an uninformed model: cover the space instead
             return _spread_out([c for c in pop if c not in self.seen], n, list(self.measured))
         for _ in range(self.generations):
             ranked = sorted(scored, key=lambda c: -scored[c])[:self.model_population]
@@ -102,7 +109,28 @@ class EvolutionarySearch:
             if kids:
                 scored.update(zip(kids, map(float, self.score(kids))))
         ranked = [c for c in sorted(scored, key=lambda c: -scored[c]) if c not in self.seen]
-        return _diverse(ranked, n)
+        out = _diverse(ranked, n)
+        self._keep_predictions(out, scored)
+        return out
+
+    def _keep_predictions(self, configs: Sequence[Config], scored: dict[Config, float] | None = None) -> None:
+        """Keep the scores of proposed configs (those not scored yet are scored now), while the
+        scores tell configs apart; a config the model cannot score (-inf) keeps none."""
+        if self.score is None or not self._informed:
+            return
+        configs = [c for c in configs if c not in self.predictions]
+        scored = scored or {}
+        rest = [c for c in configs if c not in scored]
+        if rest:
+            scored = {**scored, **dict(zip(rest, map(float, self.score(rest))))}
+        for c in configs:
+            if math.isfinite(scored[c]):
+                self.predictions[c] = scored[c]
+
+    def prediction(self, config: Config) -> float | None:
+        """The model's score of a proposed config when it was chosen (higher: predicted faster);
+        None when no informed model scored it."""
+        return self.predictions.get(config)
 
     def propose(self, n: int) -> list[Config] | None:
         if self.score is not None and not (self.measured or self.score_informed):
@@ -114,6 +142,7 @@ class EvolutionarySearch:
             out = self._model_round(max(1, round(n * self.prior_share)))
             pool = self.space.sample_new(self.rng, self.seen | set(out), self.model_population)
             out += _spread_out(pool, n - len(out), out)
+            self._keep_predictions(out)
             self.seen.update(out)
             return out or None
         if self.score is not None:
@@ -122,6 +151,7 @@ class EvolutionarySearch:
             self._explore -= n_rand
             out = self._model_round(n - n_rand)
             out += self.space.sample_new(self.rng, self.seen | set(out), n - len(out))
+            self._keep_predictions(out)
             self.seen.update(out)
             return out or None
         parents = self._parents()

@@ -37,7 +37,13 @@ class ModelScorer:
     configs, and the prior's weight, trust * prior_samples / (prior_samples + measured), fades as
     the task's own data grow. trust is how well the prior ranks what this task has measured so
     far (Kendall tau over `trusted_tau`, clipped to [0, 1]; see judge_prior): a prior that
-    transfers badly loses its say after a batch or two instead of holding the search back."""
+    transfers badly loses its say after a batch or two instead of holding the search back.
+
+    Every informed score is on that one scale (a model's prediction standardised over the fixed
+    sample: 0 a typical config of the task, 1 one standard deviation faster), whichever model
+    gives it: a monotone map of each model's own, so the search ranks as it would by the raw
+    predictions, and the scores logged beside the measurements (Record.predicted) compare across
+    the run, from the prior's first picks to the fitted model's last."""
 
     def __init__(self, model: CostModel, task: Task, prior: CostModel | None = None, prior_samples: int = 16,
                  seed: int = 0, trusted_tau: float = 0.3) -> None:
@@ -122,9 +128,9 @@ class ModelScorer:
         prior = self.prior
         w = self.prior_trust * self.prior_samples / (self.prior_samples + self.measured)
         if prior is None or not w:
-            out = np.asarray(self.model.predict(self.batch(configs)), np.float64)
+            out = self._standard(self.model, configs)
         elif not self.trained:
-            out = np.asarray(prior.predict(self.batch(configs, prior)), np.float64)
+            out = self._standard(prior, configs)
         else:
             out = w * self._standard(prior, configs) + (1 - w) * self._standard(self.model, configs)
         out[np.isnan(X).any(axis=1)] = -math.inf

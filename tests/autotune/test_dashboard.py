@@ -19,8 +19,6 @@ from autotune.errors import AutotuneError
 from autotune.records import Record, RecordLog
 
 HOSTILE_OP = "<img src=x onerror=window.__pwned=1>"
-GOOD = {"mr": 2, "nr": 16, "kc": 64, "mc_panels": 4, "jc_blocks": 1, "order": "jr_ir", "pack_a": True,
-        "parallel": False}  # a matmul config valid on every target
 
 
 def _record(op: str = "matmul", seconds: float = 1e-4, **kw) -> Record:  # type: ignore[no-untyped-def]
@@ -62,11 +60,60 @@ def test_bench_files_are_read_only_when_they_are_bench_files(tmp_path: Path) -> 
     entry = read_bench(tmp_path / "bench.json")
     assert entry is not None and entry.autotune == 10.0 and entry.baselines == (("numpy", 8.0),)
     assert read_bench(tmp_path / "other.json") is None and read_bench(tmp_path / "nan.json") is None
-    RecordLog(tmp_path / "log.jsonl", fsync=False).append(_record(config=GOOD))
+    RecordLog(tmp_path / "log.jsonl", fsync=False).append(_record(config=_valid_config()))
     board = Board([tmp_path / "log.jsonl"], min_interval=0)
     board.refresh()
     [b] = board.view()["bench"]
     assert b["log_best"] == pytest.approx(2 * 16 ** 3 / 1e-4 / 1e9) and b["autotune"] == 10.0
+
+
+def _valid_config() -> dict:  # type: ignore[type-arg]
+    from autotune.task import Task
+    return Task.create("matmul", "16x16x16", threads=1).default_config().to_json()
+
+
+def test_predictions_are_drawn_per_task_with_their_rank_correlation(tmp_path: Path) -> None:
+    from autotune.dashboard import prediction_figures, rank_correlation
+    log = tmp_path / "guided.jsonl"
+    cfg = _valid_config()
+    for i, pred in enumerate([3.0, 1.0, 2.0, 0.5]):  # faster where the model predicted higher, but for one
+        RecordLog(log, fsync=False).append(_record(seconds=1e-4 * (1 + i), config=cfg, predicted=pred))
+    RecordLog(log, fsync=False).append(_record(seconds=1e-5, config=cfg, retimed=True, predicted=9.0))  # no trial
+    RecordLog(log, fsync=False).append(_record(seconds=1e-5, config={"mr": 999}, predicted=9.0))  # not usable
+    board = Board([log], scan_bench=False, min_interval=0)
+    board.refresh()
+    v = board.view()
+    [fig] = prediction_figures(v)
+    [trace] = fig["data"]
+    assert trace["x"] == [3.0, 1.0, 2.0, 0.5] and trace["y"][0] > trace["y"][1] > trace["y"][2] > trace["y"][3]
+    rho = rank_correlation(trace["x"], trace["y"])
+    assert rho == 0.8 and "rank correlation (Spearman) 0.80, 4 configs" in fig["layout"]["title"]["text"]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "measured GFLOP/s"
+    assert rank_correlation([1, 1, 1], [1, 2, 3]) is None and rank_correlation([1, 2], [2, 1]) is None
+
+
+def test_a_sweeps_tasks_show_trials_done_of_planned_and_their_best(tmp_path: Path) -> None:
+    from autotune.dashboard import _sweep
+    log = tmp_path / "sweep.jsonl"
+    cfg = _valid_config()
+    stamp = {"id": "s1", "trials": 4, "tasks": 3}
+    for i in range(4):  # one task done: its trials and its finalists' re-timing
+        RecordLog(log, fsync=False).append(_record(seconds=1e-4 * (1 + i), config=cfg, sweep=stamp))
+    RecordLog(log, fsync=False).append(_record(seconds=1e-4, config=cfg, sweep=stamp, retimed=True))
+    other = Record(op="matmul", shape={"M": 32, "N": 16, "K": 16}, dtype="float32", threads=1, config=cfg,
+                   costs=[1e-4], sweep={"id": "s1", "trials": 8, "tasks": 3})  # one running
+    RecordLog(log, fsync=False).append(other)
+    board = Board([log], scan_bench=False, min_interval=0)
+    board.refresh()
+    [sw] = board.view()["sweeps"]
+    assert (sw["tasks"], sw["done"], sw["running"], sw["waiting"], sw["trials"], sw["planned"]) == (3, 1, 1, 1, 5, 12)
+    rows = {r["task"]: r for r in sw["rows"]}
+    done, running = rows["matmul|M=16,N=16,K=16|float32|threads=1"], rows["matmul|M=32,N=16,K=16|float32|threads=1"]
+    assert (done["trials"], done["state"], running["trials"], running["state"]) == ("4 of 4", "done", "1 of 8", "running")
+    assert done["best"] == pytest.approx(2 * 16 ** 3 / 1e-4 / 1e9, rel=1e-3)
+    note, grid, style = _sweep(board.view(), "hidden", "shown")
+    assert "sweep s1 (sweep.jsonl): 1 of 3 tasks done, 1 running, 1 not started; 5 of the 12 trials planned for the 2 tasks started" in note and style == "shown"
+    assert len(grid) == 2
 
 
 def test_a_missing_web_stack_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,6 +183,16 @@ def test_the_page_follows_a_tuner_live_in_chromium(tmp_path: Path) -> None:
         RecordLog(log, fsync=False).append(_record(HOSTILE_OP))
         wait.until(lambda d: HOSTILE_OP in d.find_element(By.ID, "tasks").text)
         wait.until(lambda d: "1 line skipped" in d.find_element(By.ID, "status").text)
+        # a model-guided sweep's records: its task grid and the predicted-against-measured plot appear
+        cfg = _valid_config()
+        for i in range(3):
+            RecordLog(log, fsync=False).append(_record(seconds=1e-4 * (1 + i), config=cfg, predicted=3.0 - i,
+                                                       sweep={"id": "live", "trials": 8, "tasks": 2}))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#predicted .scatterlayer .trace"))
+        assert "rank correlation (Spearman) 1.00" in driver.find_element(By.ID, "predicted").text
+        wait.until(lambda d: "1 of 2 tasks" in d.find_element(By.ID, "sweep-note").text
+                   or "0 of 2 tasks" in d.find_element(By.ID, "sweep-note").text)
+        assert "of 8" in driver.find_element(By.ID, "sweep").text
         assert driver.execute_script("return window.__same_page") == 1
         assert driver.execute_script("return window.__pwned") is None
         assert "matmul|M=16,N=16,K=16|float32|threads=1" in driver.find_element(By.ID, "tasks").text

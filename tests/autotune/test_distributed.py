@@ -100,10 +100,16 @@ def test_sweep_on_local_ray_into_one_log_and_resume(local_ray, tmp_path: Path) -
     recs = measurements(log)  # re-timings of each task's finalists are no trials
     assert len(tasks) == 2 and len(recs) == 4 and {r.key for r in recs} == {t.key for t in tasks}
     assert all(st.timed >= 2 and 0 <= st.noisy <= st.timed for st in states.values())
+    # every record carries the sweep's stamp: its id, the trials planned for its task, the sweep's tasks
+    stamps = {json.dumps(dict(r.sweep or {}), sort_keys=True) for r in load_records(log)}
+    [first] = stamps
+    assert json.loads(first)["trials"] == 2 and json.loads(first)["tasks"] == 2
     again = run_sweep(tasks, log, progress=False)  # resumed, then `trials` more each, as `tune --trials`
     assert all(st.status == "done" and (st.resumed, st.new) == (2, 2) for st in again.values())
     recs = measurements(log)
     assert len(recs) == 8
+    later = [dict(r.sweep or {}) for r in load_records(log)[-4:]]  # planned: the 2 resumed and 2 more
+    assert all(s["trials"] == 4 and s["id"] != json.loads(first)["id"] for s in later)
     assert all(len({json.dumps(r.config, sort_keys=True) for r in recs if r.key == t.key}) == 4 for t in tasks)
 
 

@@ -339,3 +339,38 @@ def test_a_log_is_read_once_and_followed(tmp_path: Path) -> None:
     assert [r.seconds for r in log.records] == [1e-3, 2e-3]
     p.write_text(rec(3e-3).to_line())  # replaced (cut shorter): read again from the start
     assert [r.seconds for r in log.refresh()] == [3e-3] and len(log.records) == 1
+
+
+def test_predictions_and_sweep_stamps_round_trip_and_old_lines_stay_readable(tmp_path: Path) -> None:
+    p = tmp_path / "pred.jsonl"
+    stamp = {"id": "ab12", "trials": 16, "tasks": 3}
+    RecordLog(p).append(rec(1e-3, predicted=-2.5, sweep=stamp))
+    RecordLog(p).append(rec(2e-3))  # no prediction, no sweep: neither key is written
+    first, second = (json.loads(x) for x in p.read_text().splitlines())
+    assert first["predicted"] == -2.5 and first["sweep"] == stamp and "predicted" not in second and "sweep" not in second
+    a, b = load_records(p, strict=True)
+    assert (a.predicted, dict(a.sweep or {})) == (-2.5, stamp) and (b.predicted, b.sweep) == (None, None)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("predicted", "fast"), ("predicted", True), ("predicted", 1e300), ("predicted", [1.0]), ("predicted", 10 ** 400),
+    ("sweep", {"id": "ab", "trials": 4}), ("sweep", {"id": "<script>", "trials": 4, "tasks": 1}),
+    ("sweep", {"id": "ab", "trials": -1, "tasks": 1}), ("sweep", {"id": "ab", "trials": 4, "tasks": 0, "x": 1}),
+    ("sweep", "ab12")])
+def test_a_hostile_prediction_or_sweep_stamp_skips_its_line_with_one_warning(tmp_path: Path, field: str,
+                                                                           value: object) -> None:
+    p = tmp_path / "hostile.jsonl"
+    d = rec(1e-3).to_json()
+    d[field] = value
+    p.write_text(json.dumps(d) + "\n" + rec(2e-3, predicted=1.0).to_line())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = load_records(p)
+    assert [r.seconds for r in got] == [2e-3]
+    [w] = caught
+    assert f"{p}:1: skipped" in str(w.message) and f"'{field}'" in str(w.message) and "\n" not in str(w.message)
+    with open(p, "a") as f:
+        f.write('{"v":1,"op":"matmul","shape":{},"dtype":"float32","threads":1,"config":{},"costs":[1e-3],'
+                '"predicted":NaN}\n')
+    with pytest.warns(RuntimeWarning, match=r":3: skipped a record that is not valid \(NaN"):
+        assert len(load_records(p)) == 1
