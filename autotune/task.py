@@ -27,6 +27,7 @@ import numpy as np
 from autotune.codegen import Kernel, build, generate_source
 from autotune.codegen.buffers import aligned_copy
 from autotune.codegen.check import check_output, poisoned
+from autotune.codegen.finite import all_finite
 from autotune.environment import settings
 from autotune.errors import AutotuneError, ShapeError
 from autotune.ir.expr import input_tensors
@@ -150,9 +151,9 @@ class OpKernel(Kernel):
 
 
 def first_nonfinite(arguments: Sequence[Argument], arrays: Sequence[np.ndarray]) -> Argument | None:
-    """The first argument whose array holds NaN or Inf (np.isfinite: one read of each), else None."""
+    """The first argument whose array holds NaN or Inf (one read of each: all_finite), else None."""
     for arg, a in zip(arguments, arrays):
-        if not np.isfinite(a).all():
+        if not all_finite(a):
             return arg
     return None
 

@@ -11,6 +11,15 @@ Loop structure (knob names in brackets)::
             acc[MR, NR] = 0                                     (cache_write, on the stack)
             for kk in kc: for ii in MR (unrolled): for ji in NR (vectorized): acc += Ap * Bp
             C[tile] += acc   (clamped to the valid region: awkward shapes work)
+
+With a few rows (M <= ROWS_MAX, a matrix-vector product at M = 1) packing B costs more than it
+saves: B is read once whatever the schedule, so the kernel is memory bound and the best one reads
+B in the order it lies. [kernel] "rows" streams it row by row into a block of C that stays in L1::
+
+    for jc in N / NC:                   # parallel over threads when [parallel]; NC from [jc_blocks]
+      C[:, jc block] = 0
+      for k in K:
+        for i in M: for j in NC (vectorized): C[i, j] += A[i, k] * B[k, j]
 """
 from __future__ import annotations
 
@@ -18,7 +27,7 @@ import numpy as np
 
 from autotune.ir import te
 from autotune.schedule import Schedule
-from autotune.space import ChoiceKnob, Config, ConfigSpace
+from autotune.space import ChoiceKnob, Config, ConfigSpace, fit
 from autotune.target import Target
 from autotune.templates import gemm
 from autotune.codegen.options import CodegenOptions
@@ -33,19 +42,28 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
 
 
+ROWS_MAX = 8  # at most this many rows of A: the row-streaming kernel is in the space
+
+
 def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> ConfigSpace:
+    rows = [ChoiceKnob("kernel", ["panels", "rows"]), ChoiceKnob("ku", fit([1, 2, 4, 8], shape["K"]))] \
+        if shape["M"] <= ROWS_MAX else []
+    # the knobs the row-streaming kernel ignores first: a grid (last knob fastest) meets its twins spread out
     return ConfigSpace([
         *gemm.tile_knobs(shape, dtype, mr=(2, 4, 6, 8, 12), target=target),
-        ChoiceKnob("jc_blocks", [1, 2, 4, 8]),          # column blocks per thread: NC = N / (blocks * threads)
         ChoiceKnob("order", ["jr_ir", "ir_jr"]),
         ChoiceKnob("pack_a", [True, False]),
+        *rows,
+        ChoiceKnob("jc_blocks", [1, 2, 4, 8]),          # column blocks per thread: NC = N / (blocks * threads)
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
     ], prune=gemm.tile_prune(shape, dtype, target))
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
-    mr, nr, kc, mc = gemm.tiles(cfg, shape)
     workers = threads if cfg["parallel"] else 1
+    if cfg.get("kernel") == "rows":
+        return stream_rows(s, cfg, shape, threads, workers)
+    mr, nr, kc, mc = gemm.tiles(cfg, shape)
     panels = -(-shape["N"] // nr)
     nc = -(-panels // min(panels, cfg["jc_blocks"] * workers)) * nr
     b_panels = gemm.pack_panels(s, cfg, mr, nr, "A", "B")
@@ -55,12 +73,34 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     return CodegenOptions()
 
 
+def stream_rows(s: Schedule, cfg: Config, shape: Shape, threads: int, workers: int) -> CodegenOptions:
+    """[kernel] "rows": B streamed [ku] rows at a time into an NC-wide block of C per [jc_blocks]
+    (module docstring), [nr] columns at a time in an accumulator on the stack."""
+    nr, ku = min(cfg["nr"], shape["N"]), min(cfg["ku"], shape["K"])
+    panels = -(-shape["N"] // nr)
+    nc = -(-panels // min(panels, cfg["jc_blocks"] * workers)) * nr
+    s.split("C", "j", nc, "jc", "jn")
+    s.split("C", "jn", nr, "jv", "ji")
+    s.split("C", "k", ku, "ko", "ki")
+    s.reorder("C", "jc", "ko", "i", "jv", "ki", "ji")
+    s.cache_write("C", "jv")
+    s.unroll("C", "ki")
+    s.vectorize("C", "ji")
+    if cfg["parallel"] and threads > 1:
+        s.parallel("C", "jc")
+    return CodegenOptions(noalias=True)
+
+
 def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
     """The target's preset register tiles (gemm.preset_tiles: 6x48 / 8x48 / 4x64 ... with 32
-    registers of 16 lanes, 6x16 / 4x24 ... with 16 of 8), column panels outer, A packed."""
+    registers of 16 lanes, 6x16 / 4x24 ... with 16 of 8), column panels outer, A packed; with a few
+    rows, the row-streaming kernel first (one column block per thread, and four)."""
     sp = space(shape, dtype, threads, target)
-    return [gemm.snap({**tile, "jc_blocks": 1, "order": "jr_ir", "pack_a": True, "parallel": threads > 1}, sp)
-            for tile in gemm.preset_tiles(dtype, target)]
+    tiles = [gemm.snap({**tile, "kernel": "panels", "ku": 1, "jc_blocks": 1, "order": "jr_ir", "pack_a": True,
+                        "parallel": threads > 1}, sp) for tile in gemm.preset_tiles(dtype, target)]
+    if "kernel" not in sp.by_name:
+        return tiles
+    return [{**tiles[0], "kernel": "rows", "ku": 4, "jc_blocks": blocks} for blocks in (1, 4)] + tiles
 
 
 def torch_reference(A, B):  # type: ignore[no-untyped-def]

@@ -1,0 +1,39 @@
+"""all_finite: the compiled one-read check a tuned op runs on its inputs agrees with
+np.isfinite(a).all() wherever NaN or Inf sits (vector body or remainder), at the extremes of the
+type, and for the arrays it hands to NumPy (integers, float16, non-contiguous, empty, 0-d)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.codegen.finite import all_finite
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (37,), (1024,), (9, 13), (2, 3, 5, 7)])
+def test_every_position_of_nan_and_inf_is_found(dtype, shape):
+    a = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    assert all_finite(a)
+    for pos in sorted({0, a.size // 2, a.size - 1}):
+        for bad in (np.nan, np.inf, -np.inf):
+            b = a.copy()
+            b.flat[pos] = bad
+            assert not all_finite(b), (pos, bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_extremes_of_the_type_are_finite(dtype):
+    info = np.finfo(dtype)
+    a = np.array([info.max, -info.max, info.tiny, info.smallest_subnormal, -0.0, 0.0] * 40, dtype)
+    assert all_finite(a)  # a sum of x * 0 cannot overflow where a plain sum would
+
+
+def test_other_arrays_agree_with_numpy():
+    assert all_finite(np.arange(7)) and all_finite(np.ones(3, bool))
+    assert all_finite(np.ones(3, np.float16)) and not all_finite(np.array([1, np.inf], np.float16))
+    strided = np.ones((4, 6), np.float32)[:, ::2]
+    assert all_finite(strided)
+    strided[1, 1] = np.nan
+    assert not all_finite(strided)
+    assert all_finite(np.zeros((0, 3), np.float32))
+    assert all_finite(np.array(2.0)) and not all_finite(np.array(np.nan))
