@@ -17,7 +17,7 @@ import numpy as np
 
 from autotune.backends.tpu.emulator import PRESETS, TileError, TpuCoreConfig, emulate
 from autotune.backends.tpu.hlo import RealKernel, TileSpace
-from autotune.backends.tpu.lowering import lower
+from autotune.backends.tpu.lowering import LOWERING_FIELDS, lower
 
 # constant -> candidate values (the search walks each grid, one constant at a time)
 GRID: dict[str, tuple[float, ...]] = {
@@ -32,13 +32,31 @@ FITTED = tuple(GRID)
 BASE = dataclasses.replace(PRESETS["v4"], name="calibrated", vmem_mib=128.0)  # the recorded chip ran 11 MiB blocks
 
 
+_LOWERED: dict[tuple, list] = {}
+
+
+def _lowered(rk: RealKernel, core: TpuCoreConfig) -> list:
+    """rk's configs lowered for this core (a TiledKernel, or None where it does not fit), cached:
+    lowering reads only the core's LOWERING_FIELDS, so a search over the other constants reuses it."""
+    key = (id(rk), *(getattr(core, f) for f in LOWERING_FIELDS))
+    if key not in _LOWERED:
+        space = TileSpace(rk.kernel)
+        out = []
+        for c in rk.configs()[0]:
+            try:
+                out.append(lower(rk.kernel, c, core, space))
+            except TileError:
+                out.append(None)
+        _LOWERED[key] = [rk, out]  # rk kept alive so that its id is not reused
+    return _LOWERED[key][1]
+
+
 def emulated_ns(rk: RealKernel, core: TpuCoreConfig) -> np.ndarray:
     """The emulator's runtime (ns) of each distinct config of rk (inf where it does not fit)."""
-    space = TileSpace(rk.kernel)
     out = []
-    for c in rk.configs()[0]:
+    for tk in _lowered(rk, core):
         try:
-            out.append(emulate(lower(rk.kernel, c, core, space), core).seconds * 1e9)
+            out.append(emulate(tk, core).seconds * 1e9 if tk is not None else math.inf)
         except TileError:
             out.append(math.inf)
     return np.asarray(out)

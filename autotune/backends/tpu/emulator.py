@@ -70,7 +70,19 @@ are pinned by tests (tests/autotune/backends/test_tpu_conv_halo.py, test_tpu_con
 by real runs.
 
 Not modelled: the XLU's transposes, bank conflicts, HBM read/write turnaround, padding at the
-image border (an edge tile reads its clipped halo like an inner one).
+image border (an edge tile reads its clipped halo like an inner one). Nor what slows lane-split
+blocks with a large major-dim tile in the real runs of fusion.232 and .245 (column reductions whose
+128-lane block takes every other (8, 128) tile of HBM). With blocks of the full lane width, the
+bytes moved (the mask's refetches included) over the runtime less 0.1 us a step come to 385-435
+GB/s for 20 of fusion.232's 31 such configs, and the emulator ranks them well (tau 0.82, and 0.91
+on fusion.245's 10). With the lanes split, that rate falls as the most major dim's tile grows
+(fusion.232, 32-row tiles: ~420-450 GB/s at 1-2, 220-270 at 13-26 unless the next dim's tile is
+13 or more; fusion.245: ~450 at 1-2, 236 at 12), while the emulator's bytes, runs and strided slabs
+are the same ((7, 6, 4, 1) -> (26, 6, 4, 1): 1.49x slower in reality, 0.88x emulated). Within the
+lane-split configs the emulator's tau is 0.59 (fusion.232, 29 configs) and 0.69 (.245, 12); with
+their real times in place of the emulator's (one scale factor) the kernels' tau would be 0.91 and
+0.94. No per-byte, per-run, per-slab or per-step cost can produce the effect (the pair above moves
+the same bytes in the same runs and slabs), and the emulator's pipeline overlap does not either.
 
 Example::
 

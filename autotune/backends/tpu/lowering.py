@@ -227,6 +227,8 @@ def epilogue_ids(k: HloKernel) -> set[int]:
 
 
 STREAM_BLOCK_BYTES = 1 << 20
+# the core's constants lower() reads (calibration caches lowered kernels by them)
+LOWERING_FIELDS = ("f32_mxu_passes", "transcendental_cost")
 
 
 def _stream_bounds(shape: ArrayShape) -> tuple[int, ...]:

@@ -225,3 +225,28 @@ def test_splitting_the_contraction_at_one_output_tile_costs_little(kernels) -> N
     assert whole.epilogue_vreg_ops == split.epilogue_vreg_ops > 0
     ratio = emulate(split, CORE).seconds / emulate(whole, CORE).seconds
     assert 0.9 < ratio < 1.1, ratio
+
+
+@needs_real
+def test_calibration_caches_lowering_by_the_fields_lowering_reads(kernels) -> None:  # type: ignore[no-untyped-def]
+    """calibration.emulated_ns reuses lowered kernels across a search over the other constants;
+    its times equal a fresh lowering, and a change of a field lower() reads is lowered anew."""
+    import dataclasses
+    import math
+    from autotune.backends.tpu import calibration
+    from autotune.backends.tpu.lowering import LOWERING_FIELDS
+    assert set(LOWERING_FIELDS) == {"f32_mxu_passes", "transcendental_cost"}
+    rk = kernels["fusion.261"]  # an f32 convolution: f32_mxu_passes changes its lowering
+    space = TileSpace(rk.kernel)
+
+    def fresh(core):  # type: ignore[no-untyped-def]
+        out = []
+        for c in rk.configs()[0]:
+            try:
+                out.append(emulate(lower(rk.kernel, c, core, space), core).seconds * 1e9)
+            except TileError:
+                out.append(math.inf)
+        return np.asarray(out)
+    for core in (CORE, dataclasses.replace(CORE, hbm_gbps=300.0), dataclasses.replace(CORE, f32_mxu_passes=1)):
+        assert np.allclose(calibration.emulated_ns(rk, core), fresh(core))
+    assert not np.allclose(fresh(CORE), fresh(dataclasses.replace(CORE, f32_mxu_passes=1)))
