@@ -50,11 +50,12 @@ import numpy as np
 
 from autotune.codegen import Kernel
 from autotune.codegen.buffers import check_disjoint
+from autotune.codegen.finite import finite_check
 from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Log, Record, best_per_task, from_target, preference
 from autotune.retime import busy_note
 from autotune.target import current_target
-from autotune.task import DTYPES, Argument, Task, by_reference, check_out, first_nonfinite
+from autotune.task import DTYPES, Argument, Task, by_reference, check_out
 from autotune.templates import Template, get_template, register
 
 POLICIES = ("tune", "log", "default")
@@ -241,7 +242,9 @@ class TunedOp:
         run = k.prepare()  # the kernel's: arrays in the op's argument order
         oshape, odtype = k.output_shape, k.nest.output.dtype
         contiguous = all(a.flags.c_contiguous for a in arrays)
-        check_finite = self.options.check_finite
+        # each input's NaN/Inf check, chosen once for its dtype (the call's arrays are contiguous)
+        checks = [(i, check) for i, a in enumerate(arrays)
+                  if (check := finite_check(a.dtype, contiguous=True)) is not None] if self.options.check_finite else []
 
         def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
             ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
@@ -250,10 +253,9 @@ class TunedOp:
             else:
                 check_out(out, oshape, odtype, name)
                 check_disjoint(ins, out)
-            if check_finite:
-                bad = first_nonfinite(args, ins)
-                if bad is not None:
-                    return by_reference(name, bad, task.reference, ins, out)
+            for i, check in checks:
+                if not check(ins[i]):
+                    return by_reference(name, args[i], task.reference, ins, out)
             return run(ins, out)
         calls = self._local.__dict__.setdefault("calls", {})
         calls[key] = call

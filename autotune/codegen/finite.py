@@ -10,32 +10,44 @@ without `nnan` and `ninf` it may not fold `x * 0` to 0.
     >>> import numpy as np
     >>> all_finite(np.ones((3, 4), np.float32)), all_finite(np.array([1.0, np.inf]))
     (True, False)
+    >>> check = finite_check(np.dtype(np.float32), contiguous=True)   # once, for a call path
+    >>> check(np.zeros(8, np.float32)), finite_check(np.dtype(np.int64), contiguous=True)
+    (True, None)
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from autotune.codegen.healing import healing_njit
 
+_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 @healing_njit(fastmath={"reassoc"}, nogil=True, cache=True)
-def _sum_of_zeros(a):  # type: ignore[no-untyped-def]
+def _compiled_all_finite(a):  # type: ignore[no-untyped-def]
     flat = a.reshape(a.size)  # a view: `a` is C-contiguous
     zero = flat.dtype.type(0)
     s = zero
     for i in range(flat.size):
         s += flat[i] * zero
-    return s
+    return s == zero
+
+
+def _numpy_all_finite(a: np.ndarray) -> bool:
+    return bool(np.isfinite(a).all())
+
+
+def finite_check(dtype: np.dtype, *, contiguous: bool) -> Callable[[np.ndarray], bool] | None:
+    """The check for arrays of this dtype and layout, or None where no value can be non-finite
+    (integers, booleans): the compiled one for contiguous float32/float64, NumPy's otherwise."""
+    if dtype.kind in "biu":
+        return None
+    return _compiled_all_finite if contiguous and dtype in _COMPILED else _numpy_all_finite
 
 
 def all_finite(a: np.ndarray) -> bool:
-    """True unless `a` holds NaN or ±Inf (integer and boolean arrays always: they cannot)."""
-    kind = a.dtype.kind
-    if kind in "biu":
-        return True
-    if a.dtype not in _COMPILED or not a.flags.c_contiguous:
-        return bool(np.isfinite(a).all())
-    return bool(_sum_of_zeros(a) == 0)
-
-
-_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
+    """True unless `a` holds NaN or ±Inf."""
+    check = finite_check(a.dtype, contiguous=a.flags.c_contiguous)
+    return True if check is None else bool(check(a))

@@ -134,7 +134,7 @@ def test_random_configs_of_the_derived_space_are_correct(make, shape) -> None:  
     rng = random.Random(hash(shape) & 0xFFFF)
     ins = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")
            for t in te.input_tensors(out) if t.is_placeholder]
-    draws = 1 if make in FUSED else 2
+    draws = 2 if shape == SHAPES[0] and make not in FUSED else 1  # the second shape's edges: one draw
     cfgs = [auto.space.validate(auto.presets()[0])] + [auto.space.sample(rng) for _ in range(draws)]
     for cfg in cfgs:
         s = Schedule(out)
