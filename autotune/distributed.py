@@ -307,18 +307,20 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                       progress if isinstance(progress, ProgressOptions) else ProgressOptions())
     refs = {submit(st): st for st in states.values()}
 
-    def record(line: str) -> None:
+    def record(line: str) -> str:
+        """Log a streamed record with the sweep's stamp; the line as logged."""
         from autotune.records import Record
         r = Record.from_json(json.loads(line))
         st = states.get(r.key)
-        if st is not None and line in seen[r.key]:
-            return  # streamed already, and now back with its task's result
         if st is not None:
             r = dataclasses.replace(r, sweep=stamps[r.key])
+            if line in seen[r.key]:
+                return r.to_line()  # streamed already, and now back with its task's result
         out_log.append(r)
         if st is not None:
             seen[r.key].add(line)
             st.add(r, new=True)
+        return r.to_line()
 
     def drain() -> None:
         nonlocal queue
@@ -334,7 +336,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
                 return
             for ev in items:
                 if ev["kind"] == "record":
-                    record(ev["line"])
+                    ev = {**ev, "line": record(ev["line"])}  # on_event sees the line as logged
                 elif ev["kind"] == "started" and ev["task"] in states:
                     states[ev["task"]].pid = ev["pid"]
                     states[ev["task"]].nodes.append(ev.get("node", "?"))
