@@ -47,8 +47,12 @@ class ErrorKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class MeasureInput:
+    """A candidate to measure. cutoff_s: seconds per run above which the runner may stop timing
+    after one undisturbed sample (the tuner's best so far times TuneOptions.cutoff: a candidate
+    that slow cannot be the best, and the one sample is a real measurement); None: time it fully."""
     task: Task
     config: Config
+    cutoff_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -69,12 +69,14 @@ class TuneOptions:
     """trials: measurements to make in this run (resumed ones do not count); timeout_s: wall-time
     budget; early_stopping: stop after this many trials without improvement; batch: configs per
     round; finalists: which candidates are timed again at the end, in how many rounds (count=0
-    and noisy_count=0: none)."""
+    and noisy_count=0: none); cutoff: a candidate slower than this many times the best so far is
+    timed with one undisturbed sample, not all of them (None: every candidate fully)."""
     trials: int = 64
     timeout_s: float | None = None
     early_stopping: int | None = None
     batch: int = 8
     finalists: FinalistOptions = FinalistOptions()
+    cutoff: float | None = 2.0
 
 
 @dataclass
@@ -260,7 +262,8 @@ class Tuner:
                 if s.idle >= IDLE_ROUNDS:
                     break
                 continue
-            results = self._measure(configs, claims, kernels.key)
+            cutoff = options.cutoff * s.best if options.cutoff is not None and math.isfinite(s.best) else None
+            results = self._measure(configs, claims, kernels.key, cutoff)
             self._record(configs, results, batch_twins, s, kernels)
         return self._finish(options, s, kernels)
 
@@ -418,9 +421,9 @@ class Tuner:
         return float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) else None
 
     def _measure(self, configs: Sequence[Config], claims: Claims | None,
-                 kernel_key: Callable[[Config], str | None]) -> list[MeasureResult]:
+                 kernel_key: Callable[[Config], str | None], cutoff_s: float | None = None) -> list[MeasureResult]:
         """Measure a batch, logging each result (with its kernel's key) as the runner reports it;
-        release the claims after."""
+        release the claims after. cutoff_s: MeasureInput's."""
         logged = [False] * len(configs)
 
         def log_one(i: int, r: MeasureResult) -> None:
@@ -428,7 +431,7 @@ class Tuner:
                 self._log(configs[i], r, kernel_key(configs[i]))
             logged[i] = True
         try:
-            results = self.runner.run([MeasureInput(self.task, c) for c in configs], on_result=log_one)
+            results = self.runner.run([MeasureInput(self.task, c, cutoff_s) for c in configs], on_result=log_one)
             for i, r in enumerate(results):  # a runner that did not report a result: log it now
                 log_one(i, r)
             return results

@@ -306,7 +306,8 @@ class LocalRunner:
     def _payload(self, inp: MeasureInput, kind: str) -> dict[str, Any]:
         return {"kind": kind, **inp.task.to_data(), "config": inp.config.to_json(),
                 "protocol": asdict(self.options.protocol), "seed": self.options.seed,
-                "max_spread": self.options.max_spread, "retries": self.options.retries}
+                "max_spread": self.options.max_spread, "retries": self.options.retries,
+                **({"cutoff_s": inp.cutoff_s} if inp.cutoff_s is not None and kind == "measure" else {})}
 
     # ---- phases -----------------------------------------------------------------------------
     def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None],

@@ -50,7 +50,7 @@ def _inputs(items: list[dict[str, Any]]) -> list[MeasureInput]:
     """The inputs an actor was sent (configs are checked in the worker: a bad one is an error result)."""
     from autotune.space import Config
     from autotune.task import Task
-    return [MeasureInput(Task.from_data(it), Config(it["config"])) for it in items]
+    return [MeasureInput(Task.from_data(it), Config(it["config"]), it.get("cutoff_s")) for it in items]
 
 
 def _make_actor_class():  # type: ignore[no-untyped-def]
@@ -189,7 +189,7 @@ class RayRunner:
         import ray
         if not inputs:
             return []
-        items = [{**i.task.to_data(), "config": i.config.to_json()} for i in inputs]
+        items = [{**i.task.to_data(), "config": i.config.to_json(), "cutoff_s": i.cutoff_s} for i in inputs]
         results: list[MeasureResult | None] = [None] * len(inputs)
 
         def report(i: int, r: MeasureResult) -> None:
@@ -269,7 +269,7 @@ class RayRunner:
         import ray
         if not inputs or not self.actors:
             return [MeasureResult(None, ErrorKind.INFRASTRUCTURE, "no live measuring actor")] * len(inputs)
-        items = [{**i.task.to_data(), "config": i.config.to_json()} for i in inputs]
+        items = [{**i.task.to_data(), "config": i.config.to_json(), "cutoff_s": i.cutoff_s} for i in inputs]
         try:
             return [_result_from_json(r) for r in ray.get(self.actors[0].retime.remote(items, rounds))]
         except ray.exceptions.RayError as e:

@@ -31,7 +31,8 @@ class TimingProtocol:
     min_repeat_ms); repeat: samples; flush_cache: overwrite a buffer larger than the last-level
     cache before each sample; pause_ms: sleep between samples; retake_stolen: up to this many
     extra samples replace samples during which the hypervisor stole CPU time (0 keeps every
-    sample; no effect where /proc/stat has no steal counter).
+    sample; no effect where /proc/stat has no steal counter); cutoff: seconds per call above which
+    the timing stops at its first undisturbed sample (0: never; a tuner's clear loser).
     """
     warmup: int = 1
     number: int = 1
@@ -42,6 +43,7 @@ class TimingProtocol:
     pause_ms: float = 0.0
     retake: int = 10
     max_wait: float = 0.05
+    cutoff: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("warmup", "number", "repeat", "retake"):
@@ -50,7 +52,7 @@ class TimingProtocol:
             if not isinstance(v, int) or v < low:
                 raise ValueError(f"TimingProtocol.{name} must be a {'positive' if low else 'non-negative'} "
                                  f"integer, got {v!r}")
-        for name in ("min_repeat_ms", "pause_ms", "max_wait"):
+        for name in ("min_repeat_ms", "pause_ms", "max_wait", "cutoff"):
             if getattr(self, name) < 0:
                 raise ValueError(f"TimingProtocol.{name} must be >= 0, got {getattr(self, name)}")
 
@@ -61,12 +63,14 @@ class Timing:
     retaken: disturbed samples thrown away and taken again; stolen: kept samples during which the
     hypervisor stole CPU time all the same (the retake budget ran out); waited: kept samples during
     which this process's threads waited for a CPU too long (other work ran on their cores); wait:
-    the largest share of a kept sample they spent waiting."""
+    the largest share of a kept sample they spent waiting; cut: stopped at its first undisturbed
+    sample, slower than the protocol's cutoff."""
     samples: tuple[float, ...] = field(default_factory=tuple)
     retaken: int = 0
     stolen: int = 0
     waited: int = 0
     wait: float = 0.0
+    cut: bool = False
 
     @property
     def median(self) -> float:
@@ -167,16 +171,28 @@ def calls_per_sample(fn: Callable[[], object], number: int, min_ms: float) -> in
 
 
 def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingProtocol()) -> Timing:
-    """Time fn (which takes no arguments) following the protocol."""
+    """Time fn (which takes no arguments) following the protocol.
+
+    >>> import time
+    >>> t = time_callable(lambda: time.sleep(0.002), TimingProtocol(repeat=5, min_repeat_ms=1, cutoff=0.001))
+    >>> t.cut, len(t.samples)
+    (True, 1)
+    """
+    last = 0.0
     for _ in range(protocol.warmup):
+        t0 = time.perf_counter()
         fn()
-    number = calls_per_sample(fn, protocol.number, protocol.min_repeat_ms)
+        last = time.perf_counter() - t0
+    # a warm call that lasts a sample already: one call per sample, without calling fn to find out
+    number = protocol.number if protocol.number == 1 and last * 1000 >= protocol.min_repeat_ms \
+        else calls_per_sample(fn, protocol.number, protocol.min_repeat_ms)
     flush = _flusher(protocol.flush_bytes) if protocol.flush_cache else None
     samples: list[tuple[int, float, float]] = []  # (ticks stolen, share of it spent waiting, seconds per call)
     cpus = _own_cpus()
     steal = protocol.retake > 0 and _steal_ticks(cpus) is not None
     delay = protocol.retake > 0 and _run_delay_ns() is not None
     clean = 0
+    cut = False
     while clean < protocol.repeat and len(samples) < protocol.repeat + protocol.retake:
         if protocol.pause_ms and samples:
             time.sleep(protocol.pause_ms / 1000)
@@ -193,10 +209,15 @@ def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingPro
         hit = steal1 - steal0 if steal1 is not None and steal0 is not None else 0
         waited = (wait1 - wait0) / 1e9 / max(wall, 1e-9) if wait1 is not None and wait0 is not None else 0.0
         samples.append((hit, waited, wall / number))
-        clean += hit == 0 and waited <= protocol.max_wait
+        undisturbed = hit == 0 and waited <= protocol.max_wait
+        clean += undisturbed
+        if protocol.cutoff and undisturbed and wall / number > protocol.cutoff:
+            samples = [samples[-1]]  # the one undisturbed sample says it: a clear loser
+            cut = True
+            break
     kept = sorted(range(len(samples)), key=lambda i: (samples[i][0] > 0 or samples[i][1] > protocol.max_wait,
                                                       samples[i][0], samples[i][1], i))[:protocol.repeat]
     return Timing(tuple(samples[i][2] for i in sorted(kept)), retaken=len(samples) - len(kept),
                   stolen=sum(samples[i][0] > 0 for i in kept),
                   waited=sum(samples[i][1] > protocol.max_wait for i in kept),
-                  wait=max(samples[i][1] for i in kept))
+                  wait=max(samples[i][1] for i in kept), cut=cut)

@@ -19,6 +19,8 @@ the kernel uncached, and it is measured all the same (autotune.codegen.verified_
 """
 from __future__ import annotations
 
+import dataclasses
+
 import errno
 import os
 import sys
@@ -215,8 +217,12 @@ class _Worker:
             return failed
         run, compile_s = bound
         max_spread = float(p.get("max_spread", 1.1))
+        proto = TimingProtocol(**p["protocol"])
+        cutoff = p.get("cutoff_s")
+        if isinstance(cutoff, (int, float)) and not isinstance(cutoff, bool) and 0 < cutoff < float("inf"):
+            proto = dataclasses.replace(proto, cutoff=float(cutoff))
         try:
-            t = self._time(run, TimingProtocol(**p["protocol"]), 1 + int(p.get("retries", 2)), max_spread)
+            t = self._time(run, proto, 1 + int(p.get("retries", 2)), max_spread)
         except Exception as e:
             return _runtime_error(e, compile_s)
         return {"ok": True, "costs": list(t.samples), "compile_s": compile_s, "noisy": t.noisy(max_spread),
@@ -261,7 +267,7 @@ class _Worker:
         for _ in range(attempts):
             with TimingLock(self.lock_path):
                 t = time_callable(run, proto)
-            if not t.noisy(max_spread):
+            if t.cut or not t.noisy(max_spread):
                 return t
             if best is None or (t.stolen + t.waited, t.spread) < (best.stolen + best.waited, best.spread):
                 best = t

@@ -58,6 +58,13 @@ def test_the_runner_keeps_working_after_failures(runner: LocalRunner) -> None:
     assert all(len(r.costs) == FAST.repeat for r in results)
 
 
+def test_a_candidate_slower_than_its_cutoff_is_timed_once(runner: LocalRunner) -> None:
+    task = inp(ft.OK).task
+    cut, full = runner.run([MeasureInput(task, Config({"split": 1}), cutoff_s=1e-12),
+                            MeasureInput(task, Config({"split": 4}), cutoff_s=1e6)])
+    assert cut.ok and len(cut.costs) == 1 and full.ok and len(full.costs) == FAST.repeat
+
+
 def test_a_re_timing_checks_again_and_a_crash_in_it_is_no_verdict(runner: LocalRunner) -> None:
     """retime: each kernel checked again (a wrong answer is the kernel's, marked retimed), then the
     working ones timed in alternating rounds; a kernel that kills the timing worker while re-timed

@@ -138,3 +138,10 @@ def test_another_process_on_the_kernels_core_makes_the_timing_noisy():
 def timing_delay():  # type: ignore[no-untyped-def]
     import autotune.measure.timing as timing
     return timing._run_delay_ns()
+
+
+def test_a_call_slower_than_the_cutoff_ends_the_timing_at_its_first_undisturbed_sample():
+    slow = time_callable(lambda: time.sleep(0.003), TimingProtocol(warmup=1, repeat=5, min_repeat_ms=1, cutoff=0.001))
+    assert slow.cut and len(slow.samples) == 1 and slow.samples[0] >= 0.003
+    fast = time_callable(lambda: None, TimingProtocol(warmup=1, repeat=5, min_repeat_ms=1, cutoff=0.001))
+    assert not fast.cut and len(fast.samples) == 5
