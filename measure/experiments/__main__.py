@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from autotune.measure.experiments import (busy_machine, call_overhead, fused_activation, model_accuracy, ray_scaling,
-                                          search_efficiency, spread, surrogate_efficiency, template_free, throughput,
-                                          winograd)
+from autotune.measure.experiments import (busy_machine, call_overhead, fused_activation, layout_scaling, model_accuracy,
+                                          ray_scaling, search_efficiency, spread, surrogate_efficiency, template_free,
+                                          throughput, winograd)
 
 # name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
 EXPERIMENTS: dict[str, ModuleType] = {
@@ -27,6 +27,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "winograd": winograd,
     "busy-machine": busy_machine,
     "fused-activation": fused_activation,
+    "layout-scaling": layout_scaling,
 }
 
 

@@ -59,7 +59,9 @@ def add_layout_parsers(sub: Any) -> None:
     gen.add_argument("--test", type=int_at_least(0), default=6, help="test graphs (default: 6)")
     gen.add_argument("--nodes", type=_nodes, default=(300, 600), help="MIN:MAX nodes per graph, log-uniform "
                      "(default: 300:600; up to 100000 and more)")
-    gen.add_argument("--configs", type=int_at_least(2), default=32, help="configs per graph (default: 32)")
+    gen.add_argument("--configs", type=int_at_least(2), default=32,
+                     help="configs per graph (default: 32; the real collection has thousands, and with few "
+                     "the model fits the training graphs' configs: RESULTS uses 256)")
     gen.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the graphs and their costs")
 
     tr = sub.add_parser("train-layout", help="train the layout GNN on DIR/train (Graph Segment Training), "
@@ -72,7 +74,12 @@ def add_layout_parsers(sub: Any) -> None:
     tr.add_argument("--sample-segments", type=int_at_least(1), default=1,
                     help="segments run with gradient per step; the others come from the embedding table (default: 1)")
     tr.add_argument("--sample-configs", type=int_at_least(2), default=16, help="configs per step (default: 16)")
-    tr.add_argument("--sed", type=_fraction, default=0.5, help="Stale Embedding Dropout probability (default: 0.5)")
+    tr.add_argument("--sed", type=_fraction, default=0.0, help="Stale Embedding Dropout: the probability of leaving "
+                    "out each other segment in a step (default: 0; the runtime being ranked includes it)")
+    tr.add_argument("--fill", choices=("all", "missing", "none"), default="all",
+                    help="the other segments' embeddings of the step's configs: recomputed without gradient every "
+                    "step ('all', default), only when the table lacks them ('missing': stale ones otherwise), or "
+                    "never ('none': missing ones left out)")
     tr.add_argument("--finetune-epochs", type=int_at_least(0), default=5,
                     help="prediction-head finetuning epochs on fresh embeddings (default: 5)")
     tr.add_argument("--hidden", type=int_at_least(1), default=32, help="width of the GraphSAGE layers (default: 32)")
@@ -117,7 +124,7 @@ def run_layout_command(args: argparse.Namespace) -> int:
         res = train_layout(args.directory, out=args.out, epochs=args.epochs, segment_size=args.segment_size,
                            sample_segments=args.sample_segments, sample_configs=args.sample_configs, sed=args.sed,
                            finetune_epochs=args.finetune_epochs, hidden=args.hidden, layers=args.layers, lr=args.lr,
-                           seed=args.seed, progress=not args.no_progress, threads=args.threads)
+                           seed=args.seed, progress=not args.no_progress, threads=args.threads, fill=args.fill)
         print(f"trained on {res.train_graphs} graphs (largest {res.max_graph_nodes} nodes; at most "
               f"{res.max_grad_nodes} nodes with gradient per step) in {res.seconds:.1f} s; "
               f"best validation tau {res.best_val_tau:.3f}; saved {args.out}")

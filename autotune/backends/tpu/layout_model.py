@@ -4,23 +4,39 @@ Segment Training so that graphs of any size train in bounded memory.
 The model is the shape of the dataset's layout baseline (tpu_graphs/baselines/layout/models.py):
 node features (log-scaled, standardised; the layout columns one-hot) with an opcode embedding, the
 configurable nodes' config features (output / input / kernel layouts, one-hot) added on their own
-nodes, GraphSAGE layers (mean over producers and over consumers, residual, layer norm), and a
-graph-level readout per config (the mean over all nodes and the mean over the configurable nodes)
-into an MLP head: one score per config, higher = slower. It trains with a pairwise hinge loss over
-the sampled configs of one graph (as GST's TpuGraphs trainer does) and is scored by Kendall's tau
-per graph between scores and runtimes, averaged over graphs (the dataset's layout metric).
+nodes, GraphSAGE-style layers, and a graph-level readout per config (the mean over all nodes and the
+mean over the configurable nodes) into an MLP head: one score per config, higher = slower. Every
+node state is per config ((nodes, configs, H)), so each config's layouts travel along the edges. A
+layer computes one message per edge from both of its ends (a linear map of the consumer's state
+plus one of the producer's, then LeakyReLU: a message can say whether the two ends' layouts agree,
+which a mean of the neighbours' states alone cannot), sums the messages into the consumer and into
+the producer, and adds a pre-normalised residual update (LayerNorm on the layer's input, not on the
+update, so a count such as "two operands disagree" is not normalised away). It trains with a
+pairwise hinge loss over the sampled configs of one graph (as GST's TpuGraphs trainer does) and is
+scored by Kendall's tau per graph between scores and runtimes, averaged over graphs (the dataset's
+layout metric).
 
 Graph Segment Training (Cao et al., NeurIPS 2023; the public code kaidic/GST): every graph is cut
 into contiguous segments of at most `segment_size` nodes (the nodes are in topological order, so
 contiguous ranges keep most edges; edges between segments are dropped, as GST does). A training
 step runs forward and backward through `sample_segments` sampled segments of one graph only; the
 other segments' embeddings come from a table of historical (stale) embeddings, one per (graph,
-segment, config), refreshed whenever a segment is trained. Stale Embedding Dropout drops each stale
-embedding with probability `sed`; the graph embedding is the mean over the nodes whose segments
-were kept (fresh + kept stale). The autograd graph of a step therefore holds at most
-sample_segments x segment_size nodes x sample_configs configs, whatever the graph's size; inference
-too runs one segment at a time. After training, Prediction-Head Finetuning freezes the backbone,
-computes every segment's embedding fresh, and trains the head alone on the exact graph embeddings.
+segment, config), refreshed whenever a segment is trained. A graph has many configs (the real set
+thousands) and a step samples a few, so most (segment, config) entries would never have been
+computed. `fill` says what a step does about the other segments: `"all"` (the default) recomputes
+them for the step's configs without gradient, one segment at a time, and stores them; `"missing"`
+computes only entries the table lacks and uses the stored (stale) ones otherwise; `"none"` leaves
+missing ones out. On the SYNTHETIC sets (measure/experiments/RESULTS.md, issue 43) stale entries
+cost most of the accuracy: with 256 configs per graph and 16 per step an entry is refreshed about
+once in 40 epochs, and the model has moved on by then. Memory stays bounded either way (no autograd
+graph outside the sampled segments); "all" costs a no-gradient forward pass over the graph per step.
+Stale Embedding Dropout drops each other segment with probability `sed`, one draw per segment for
+all the step's configs (a segment kept for some configs and not others would move their scores
+apart by which nodes the mean covers rather than by their layouts); the graph embedding is the mean
+over the nodes of the kept segments (fresh + kept stale). The autograd graph of a step therefore
+holds at most sample_segments x segment_size nodes x sample_configs configs, whatever the graph's
+size; inference and the filling of missing entries run one segment at a time without gradient.
+After training, Prediction-Head Finetuning freezes the backbone, computes every segment's embedding fresh, and trains the head alone on the exact graph embeddings.
 `segment_size=None` is plain full-graph training (one segment per graph).
 
 The input arrays of the graphs are held in memory (as the dataset's loaders do); only the training
@@ -55,6 +71,7 @@ N_OPS = 256                                   # node_opcode is uint8 in the data
 M2M = NODE_FEATURE_COLUMNS["layout_minor_to_major"]   # node_feat 134-139: the node's layout
 LAYOUT_VALUES = 7                             # a minor_to_major entry: -1 (padding) or 0-5
 FORMAT = "autotune-layout-model"
+VERSION = 2                                   # 2: edge messages from both ends, pre-norm residuals
 
 
 class LayoutError(ModelError):
@@ -205,6 +222,9 @@ def _build_net(torch, hidden: int, layers: int, op_dim: int = 32):  # type: igno
             self.self_w = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
             self.prod_w = nn.ModuleList(nn.Linear(hidden, hidden, bias=False) for _ in range(layers))
             self.cons_w = nn.ModuleList(nn.Linear(hidden, hidden, bias=False) for _ in range(layers))
+            self.ec = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
+            self.ep = nn.ModuleList(nn.Linear(hidden, hidden, bias=False) for _ in range(layers))
+            self.outw = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(layers))
             self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(layers))
             self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.LeakyReLU(), nn.Linear(hidden, 1))
 
@@ -222,13 +242,13 @@ def _build_net(torch, hidden: int, layers: int, op_dim: int = 32):  # type: igno
                 add = torch.zeros(s, c, self.hidden).index_add(0, cfg_pos, self.cfg(cfg_x).transpose(0, 1))
                 h = h + add
             cons, prod = edges[:, 0], edges[:, 1]
-            ones = torch.ones(len(cons), 1, 1)
-            deg_in = torch.zeros(s, 1, 1).index_add(0, cons, ones).clamp(min=1)      # a node's producers
-            deg_out = torch.zeros(s, 1, 1).index_add(0, prod, ones).clamp(min=1)     # a node's consumers
-            for sw, pw, cw, norm in zip(self.self_w, self.prod_w, self.cons_w, self.norms):
-                from_prod = torch.zeros_like(h).index_add(0, cons, h[prod]) / deg_in
-                from_cons = torch.zeros_like(h).index_add(0, prod, h[cons]) / deg_out
-                h = h + norm(torch.nn.functional.leaky_relu(sw(h) + pw(from_prod) + cw(from_cons)))
+            act = torch.nn.functional.leaky_relu
+            for i in range(len(self.self_w)):
+                z = self.norms[i](h)                                             # pre-norm
+                msg = act(self.ec[i](z)[cons] + self.ep[i](z)[prod])             # (m, c, H): both ends, per config
+                from_prod = torch.zeros_like(h).index_add(0, cons, msg)          # into each consumer
+                from_cons = torch.zeros_like(h).index_add(0, prod, msg)          # into each producer
+                h = h + self.outw[i](act(self.self_w[i](z) + self.prod_w[i](from_prod) + self.cons_w[i](from_cons)))
             all_sum = h.sum(0)
             cfg_sum = h[cfg_pos].sum(0) if len(cfg_pos) else torch.zeros(c, self.hidden)
             return torch.cat([all_sum, cfg_sum], 1)
@@ -315,7 +335,7 @@ class LayoutModel:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the model (torch.save of tensors, numbers and strings only: torch.load(weights_only=True) reads it)."""
         torch = _torch()
-        torch.save({"format": FORMAT, "version": 1, "params": json.dumps(self.params),
+        torch.save({"format": FORMAT, "version": VERSION, "params": json.dumps(self.params),
                     "mean": torch.from_numpy(np.asarray(self.mean, np.float32)),
                     "std": torch.from_numpy(np.asarray(self.std, np.float32)),
                     "state": self.net.state_dict()}, os.fspath(path))
@@ -336,6 +356,9 @@ class LayoutModel:
             raise LayoutError(f"{os.fspath(path)}: not a layout model ({str(e).splitlines()[0]})") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise LayoutError(f"{os.fspath(path)}: not a layout model (written by train_layout)")
+        if d.get("version") != VERSION:
+            raise LayoutError(f"{os.fspath(path)}: a layout model of version {d.get('version')}, this is version "
+                              f"{VERSION} (edge messages from both ends): train it again")
         params = json.loads(d["params"])
         m = cls.create(params["hidden"], params["layers"], params.get("segment_size"),
                        mean=d["mean"].numpy(), std=d["std"].numpy())
@@ -432,13 +455,14 @@ class _Bar:
 
 def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[str] | None = None,
                  epochs: int = 20, segment_size: int | None = 1000, sample_segments: int = 1,
-                 sample_configs: int = 16, sed: float = 0.5, finetune_epochs: int = 5, hidden: int = 32,
+                 sample_configs: int = 16, sed: float = 0.0, finetune_epochs: int = 5, hidden: int = 32,
                  layers: int = 3, lr: float = 2e-3, seed: int = 0, progress: bool = True,
-                 threads: int | None = None) -> LayoutTrainResult:
+                 threads: int | None = None, fill: str = "all") -> LayoutTrainResult:
     """Train the layout model on DIR/train (validated on DIR/valid if present) with Graph Segment
     Training: segments of at most `segment_size` nodes (None: whole graphs), `sample_segments` of
     them with gradient per step, the others from the historical-embedding table, each stale one
-    dropped with probability `sed`; `sample_configs` configs per step; then `finetune_epochs` of
+    dropped with probability `sed` (missing ones computed without gradient unless fill="none");
+    `sample_configs` configs per step; then `finetune_epochs` of
     prediction-head finetuning. One step per training graph per epoch. The model of the epoch with
     the best validation tau is kept (the last if there is no valid split), saved to `out` if given.
 
@@ -452,6 +476,8 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
     if epochs < 0 or finetune_epochs < 0 or sample_segments < 1 or sample_configs < 2 or not 0 <= sed < 1:
         raise LayoutError("need epochs >= 0, finetune_epochs >= 0, sample_segments >= 1, sample_configs >= 2 "
                           f"and 0 <= sed < 1, got {epochs}, {finetune_epochs}, {sample_segments}, {sample_configs}, {sed}")
+    if fill not in ("missing", "all", "none"):
+        raise LayoutError(f"fill must be 'missing', 'all' or 'none', got {fill!r}")
     if segment_size is not None and segment_size < 1:
         raise LayoutError(f"segment_size must be at least 1 (or None for whole graphs), got {segment_size}")
     t0 = time.perf_counter()
@@ -478,16 +504,19 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
             for epoch in range(epochs):
                 net.train()
                 losses = []
+                te = time.perf_counter()
                 for gi in rng.permutation(len(train)):
                     g = train[gi]
                     loss, grad_nodes = _gst_step(torch, model, g, int(gi), table, opt, rng, gen,
-                                                 sample_segments, sample_configs, sed)
+                                                 sample_segments, sample_configs, sed, fill)
                     losses.append(loss)
                     res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
                     bar.update(1, loss=float(np.mean(losses)))
+                seconds = time.perf_counter() - te
                 tau = mean_tau(model, valid) if valid else float("nan")
                 bar.update(0, tau=tau)
-                res.history.append({"epoch": epoch, "loss": float(np.mean(losses)), "val_tau": tau, "phase": "gst"})
+                res.history.append({"epoch": epoch, "loss": float(np.mean(losses)), "val_tau": tau, "phase": "gst",
+                                    "seconds": seconds})
                 if valid and tau > best_tau:
                     best_tau, best_state = tau, {k: v.clone() for k, v in net.state_dict().items()}
             if best_state is not None:
@@ -512,7 +541,7 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
 
 
 def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: History, opt, rng: np.random.Generator,  # type: ignore[no-untyped-def]
-              gen, sample_segments: int, sample_configs: int, sed: float) -> tuple[float, int]:
+              gen, sample_segments: int, sample_configs: int, sed: float, fill: str = "all") -> tuple[float, int]:
     """One GST step on graph g: forward/backward through the sampled segments only; the rest from the
     table (Stale Embedding Dropout); push the fresh embeddings. Returns the loss and the nodes run
     with gradient."""
@@ -529,8 +558,18 @@ def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: Histo
     others = np.setdiff1d(np.arange(g.n_segments), segs)
     if len(others):
         stale, filled = table.pull(gi, others, configs)                        # (o, c, 2H), (o, c)
-        keep = filled & (torch.rand(filled.shape, generator=gen) >= sed)      # Stale Embedding Dropout
-        k = keep.float()
+        if fill != "none":       # compute the missing (or all) others without gradient, one segment at a time
+            with torch.no_grad():
+                for j, s in enumerate(others):
+                    todo = configs if fill == "all" else configs[~filled[j].numpy()]
+                    if len(todo):
+                        table.push(gi, int(s), todo, model.segment_sums(g, int(s), todo))
+            stale, filled = table.pull(gi, others, configs)
+        # Stale Embedding Dropout, one draw per segment shared by the step's configs (a segment kept for
+        # some configs and not others would move their scores apart by which nodes the mean covers, not
+        # by their layouts); a segment is usable only if the table holds it for every one of the configs
+        keep = filled.all(1) & (torch.rand(len(others), generator=gen) >= sed)
+        k = keep.float()[:, None].expand(len(others), c)
         sums = sums + (stale * k[..., None]).sum(0)
         nodes = nodes + (k * torch.from_numpy(nodes_per[others])[:, None]).sum(0)
         cfg_nodes = cfg_nodes + (k * torch.from_numpy(cfg_per[others])[:, None]).sum(0)

@@ -96,11 +96,27 @@ def test_gst_backprop_runs_through_the_sampled_segments_only(tiny: Path) -> None
     rng, gen = np.random.default_rng(0), torch.Generator().manual_seed(0)
     for step in range(3):
         seen.clear()
-        loss, grad_nodes = lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 2, 8, 0.5)
+        loss, grad_nodes = lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 2, 8, 0.5, fill="none")
         assert len(seen) == 2 and all(grad for _, grad in seen)       # two segments, nothing else run
         assert grad_nodes == sum(n for n, _ in seen) <= 2 * 40 < g.n
     filled = table.filled[0].any(1)
     assert 2 <= int(filled.sum()) <= 6                                   # only trained segments were pushed
+    # fill="missing": the other segments' missing (segment, config) entries are computed without
+    # gradient, one segment at a time; still only two segments run with gradient
+    table = lm.History(torch, [g], 16)
+    seen.clear()
+    lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 2, 8, 0.5, fill="missing")
+    assert sum(grad for _, grad in seen) == 2 and len(seen) == g.n_segments
+    assert all(n <= 40 for n, _ in seen)
+    assert int(table.filled[0].any(1).sum()) == g.n_segments
+    lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 2, g.n_configs, 0.5, fill="missing")  # fills all
+    seen.clear()
+    lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 2, g.n_configs, 0.5, fill="missing")  # none missing
+    assert len(seen) == 2
+    # fill="all" (the default): every other segment recomputed without gradient at every step
+    seen.clear()
+    _, grad_nodes = lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 2, 8, 0.0)
+    assert len(seen) == g.n_segments and sum(grad for _, grad in seen) == 2 and grad_nodes <= 2 * 40
     # the autograd graph of a segment holds that segment's nodes (and edges' messages), not the graph's
     sums = model.segment_sums(g, 0, np.arange(4))
     rows = {int(t.shape[0]) for t in _autograd_inputs(sums) if t.dim() == 3}
