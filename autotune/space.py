@@ -250,16 +250,24 @@ class ConfigSpace:
 
     `prune(values)` (optional) names why a combination of knob values is left out (a register
     tile larger than the registers, code that would explode), else None: validate() rejects such
-    configs with that reason, sampling, neighbours and the grid never give them.
+    configs with that reason, sampling, neighbours and the grid never give them. `added` (optional):
+    knobs added to a template after logs were written, each with the value that builds what a
+    config without it built; validate() fills them into a config that lacks them (an older log's).
+
+    >>> sp = ConfigSpace([ChoiceKnob("a", [1, 2]), ChoiceKnob("b", ["old", "new"])], added={"b": "old"})
+    >>> sp.validate({"a": 2})
+    Config({'a': 2, 'b': 'old'})
     """
 
-    def __init__(self, knobs: Sequence[Knob], prune: Callable[[Mapping[str, Any]], str | None] | None = None) -> None:
+    def __init__(self, knobs: Sequence[Knob], prune: Callable[[Mapping[str, Any]], str | None] | None = None,
+                 added: Mapping[str, Any] | None = None) -> None:
         names = [k.name for k in knobs]
         if len(set(names)) != len(names):
             raise SpaceError(f"knob names repeat: {names}")
         self.knobs = list(knobs)
         self.by_name = {k.name: k for k in knobs}
         self.prune = prune
+        self.added = {name: self.by_name[name].validate(v) for name, v in (added or {}).items() if name in self.by_name}
 
     def __len__(self) -> int:
         """The number of combinations of knob values (pruned ones included: an upper bound)."""
@@ -280,7 +288,9 @@ class ConfigSpace:
         if unknown:
             raise SpaceError(f"unknown knobs {sorted(unknown)}; this space has {list(self.by_name)}")
         missing = set(self.by_name) - set(values)
-        if missing:
+        if missing and missing <= set(self.added):
+            values = {**values, **{name: self.added[name] for name in missing}}
+        elif missing:
             raise SpaceError(f"missing knobs {sorted(missing)}")
         cfg = Config({k.name: k.validate(values[k.name]) for k in self.knobs})
         why = self.prune(cfg) if self.prune is not None else None

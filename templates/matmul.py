@@ -56,7 +56,7 @@ def space(shape: Shape, dtype: str, threads: int, target: Target | None = None) 
         *rows,
         ChoiceKnob("jc_blocks", [1, 2, 4, 8]),          # column blocks per thread: NC = N / (blocks * threads)
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
-    ], prune=gemm.tile_prune(shape, dtype, target))
+    ], prune=gemm.tile_prune(shape, dtype, target), added={"kernel": "panels", "ku": 1})  # logs from before "rows"
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:

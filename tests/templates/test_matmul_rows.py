@@ -31,3 +31,12 @@ def test_rows_kernel_only_with_few_rows_and_first_among_presets():
     assert presets[0]["kernel"] == "rows" and presets[-1]["kernel"] == "panels"
     for cfg in presets:
         task.space().validate(cfg)
+
+
+def test_a_config_logged_before_the_rows_kernel_still_validates_and_builds_the_same_kernel():
+    task = Task.create("matmul", "4x40x24", "float32", 1)
+    sp = task.space()
+    old = {k.name: k.values()[0] for k in sp.knobs if k.name not in ("kernel", "ku")}
+    cfg = sp.validate(old)
+    assert cfg["kernel"] == "panels" and cfg["ku"] == 1
+    assert task.source(cfg) == task.source(sp.validate({**old, "kernel": "panels", "ku": 4}))
