@@ -46,7 +46,6 @@ import json
 import math
 import os
 import secrets
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,7 +54,7 @@ from typing import Any, Callable
 
 from autotune.errors import AutotuneError
 from autotune.measure.ray_cluster import connect
-from autotune.progress import ProgressOptions
+from autotune.progress import PeriodicLines, ProgressOptions
 
 MAX_SPEC_BYTES = 1 << 20  # a sweep spec's text
 MAX_SWEEP_TASKS = 10000   # tasks a spec may expand to
@@ -368,7 +367,7 @@ def run_sweep(spec: list[SweepTask], log: str | os.PathLike[str], *, address: st
     return states
 
 
-class _SweepView:
+class _SweepView(PeriodicLines):
     """A sweep's progress: a live table of every task (rich) on a terminal; elsewhere a plain line
     every options.interval_s seconds (tasks done of all, trials, the running tasks' best so far,
     elapsed) and one as each task ends (its trials and best); nothing when not enabled."""
@@ -387,10 +386,6 @@ class _SweepView:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-
-    @property
-    def stream(self):  # type: ignore[no-untyped-def]
-        return self.options.stream or sys.stderr
 
     def speed(self, st: SweepState) -> str:
         """The task's best so far in its unit ("-" before a successful trial)."""
@@ -438,17 +433,6 @@ class _SweepView:
                          for st in running[:3])
         more = f"; {len(running) - 3} more running" if len(running) > 3 else ""
         return f"sweep: {self.summary()}" + (f"; {best}{more}" if best else "")
-
-    def _write(self, text: str) -> None:
-        with self._lock:
-            try:
-                print(f"autotune: {text}", file=self.stream, flush=True)
-            except (OSError, ValueError):  # a closed or broken stream: progress is not worth failing a sweep
-                pass
-
-    def _tick(self) -> None:
-        while not self._stop.wait(self.options.interval_s):
-            self._write(self.status())
 
     def __enter__(self) -> "_SweepView":
         self._t0 = time.monotonic()

@@ -37,7 +37,33 @@ class ProgressOptions:
                                 f"got {self.interval_s!r}")
 
 
-class TuneProgress:
+class PeriodicLines:
+    """A line of `status()` on `stream` every options.interval_s seconds (from a thread that waits on
+    `_stop`), each prefixed "autotune: ". A subclass sets options, _lock and _stop and defines status()."""
+    options: ProgressOptions
+    _lock: threading.Lock
+    _stop: threading.Event
+
+    @property
+    def stream(self) -> TextIO:
+        return self.options.stream or sys.stderr
+
+    def status(self) -> str:
+        raise NotImplementedError
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.options.interval_s):
+            self._write(self.status())
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            try:
+                print(f"autotune: {text}", file=self.stream, flush=True)
+            except (OSError, ValueError):  # a closed or broken stream: progress is not worth failing a run
+                pass
+
+
+class TuneProgress(PeriodicLines):
     """enabled=False: silent (the callbacks still count). Use as a context manager."""
 
     def __init__(self, task: Any, total: int, enabled: bool = True,
@@ -53,10 +79,6 @@ class TuneProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.mode = "off"
-
-    @property
-    def stream(self) -> TextIO:
-        return self.options.stream or sys.stderr
 
     def _name(self) -> str:
         from autotune.display import readable_key
@@ -84,17 +106,6 @@ class TuneProgress:
             self._thread = threading.Thread(target=self._tick, name="autotune-progress", daemon=True)
             self._thread.start()
         return self
-
-    def _tick(self) -> None:
-        while not self._stop.wait(self.options.interval_s):
-            self._write(self.status())
-
-    def _write(self, text: str) -> None:
-        with self._lock:
-            try:
-                print(f"autotune: {text}", file=self.stream, flush=True)
-            except (OSError, ValueError):  # a closed or broken stream: progress is not worth failing a run
-                pass
 
     def _speed(self, seconds: float) -> str:
         per, unit = self.task.speed_unit()
