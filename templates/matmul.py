@@ -14,12 +14,14 @@ Loop structure (knob names in brackets)::
 
 With a few rows (M <= ROWS_MAX, a matrix-vector product at M = 1) packing B costs more than it
 saves: B is read once whatever the schedule, so the kernel is memory bound and the best one reads
-B in the order it lies. [kernel] "rows" streams it row by row into a block of C that stays in L1::
+B in the order it lies. [kernel] "rows" streams it [ku] rows at a time, unpacked, into a block of C::
 
     for jc in N / NC:                   # parallel over threads when [parallel]; NC from [jc_blocks]
-      C[:, jc block] = 0
-      for k in K:
-        for i in M: for j in NC (vectorized): C[i, j] += A[i, k] * B[k, j]
+      for ko in K / [ku]:
+        for i in M: for jv in NC / NR:
+          acc[NR] = 0                                            (cache_write, on the stack)
+          for ki in ku (unrolled): for ji in NR (vectorized): acc += A[i, k] * B[k, j]
+          C[i, NR columns] += acc
 """
 from __future__ import annotations
 
@@ -64,8 +66,7 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     if cfg.get("kernel") == "rows":
         return stream_rows(s, cfg, shape, threads, workers)
     mr, nr, kc, mc = gemm.tiles(cfg, shape)
-    panels = -(-shape["N"] // nr)
-    nc = -(-panels // min(panels, cfg["jc_blocks"] * workers)) * nr
+    nc = column_block(shape, nr, cfg["jc_blocks"] * workers)
     b_panels = gemm.pack_panels(s, cfg, mr, nr, "A", "B")
     gemm.blocked(s, "C", cfg, mr, nr, kc, mc, nc, ("jc",), b_panels)
     if cfg["parallel"] and threads > 1:
@@ -73,12 +74,17 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     return CodegenOptions()
 
 
+def column_block(shape: Shape, nr: int, blocks: int) -> int:
+    """NC: the columns of one of `blocks` column blocks, in whole NR-wide panels."""
+    panels = -(-shape["N"] // nr)
+    return -(-panels // min(panels, blocks)) * nr
+
+
 def stream_rows(s: Schedule, cfg: Config, shape: Shape, threads: int, workers: int) -> CodegenOptions:
     """[kernel] "rows": B streamed [ku] rows at a time into an NC-wide block of C per [jc_blocks]
     (module docstring), [nr] columns at a time in an accumulator on the stack."""
     nr, ku = min(cfg["nr"], shape["N"]), min(cfg["ku"], shape["K"])
-    panels = -(-shape["N"] // nr)
-    nc = -(-panels // min(panels, cfg["jc_blocks"] * workers)) * nr
+    nc = column_block(shape, nr, cfg["jc_blocks"] * workers)
     s.split("C", "j", nc, "jc", "jn")
     s.split("C", "jn", nr, "jv", "ji")
     s.split("C", "k", ku, "ko", "ki")
@@ -100,7 +106,7 @@ def presets(shape: Shape, dtype: str, threads: int, target: Target | None = None
                         "parallel": threads > 1}, sp) for tile in gemm.preset_tiles(dtype, target)]
     if "kernel" not in sp.by_name:
         return tiles
-    return [{**tiles[0], "kernel": "rows", "ku": 4, "jc_blocks": blocks} for blocks in (1, 4)] + tiles
+    return [gemm.snap({**tiles[0], "kernel": "rows", "ku": 4, "jc_blocks": blocks}, sp) for blocks in (1, 4)] + tiles
 
 
 def torch_reference(A, B):  # type: ignore[no-untyped-def]

@@ -31,6 +31,10 @@ def test_rows_kernel_only_with_few_rows_and_first_among_presets():
     assert presets[0]["kernel"] == "rows" and presets[-1]["kernel"] == "panels"
     for cfg in presets:
         task.space().validate(cfg)
+    for shape in ("1x17x2", "2x40x1"):  # K below the presets' ku: snapped into the space
+        small = Task.create("matmul", shape, "float32", 2)
+        for cfg in small.template.presets(small.shape_dict, "float32", 2):
+            small.space().validate(cfg)
 
 
 def test_a_config_logged_before_the_rows_kernel_still_validates_and_builds_the_same_kernel():
