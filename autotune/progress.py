@@ -16,6 +16,7 @@ import math
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence, TextIO
 
@@ -37,7 +38,7 @@ class ProgressOptions:
                                 f"got {self.interval_s!r}")
 
 
-class PeriodicLines:
+class PeriodicLines(ABC):
     """A line of `status()` on `stream` every options.interval_s seconds (from a thread that waits on
     `_stop`), each prefixed "autotune: ". A subclass sets options, _lock and _stop and defines status()."""
     options: ProgressOptions
@@ -48,8 +49,9 @@ class PeriodicLines:
     def stream(self) -> TextIO:
         return self.options.stream or sys.stderr
 
+    @abstractmethod
     def status(self) -> str:
-        raise NotImplementedError
+        """The line to print now."""
 
     def _tick(self) -> None:
         while not self._stop.wait(self.options.interval_s):
