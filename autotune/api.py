@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import operator
 import os
 import sys
 import threading
@@ -50,12 +51,11 @@ import numpy as np
 
 from autotune.codegen import Kernel
 from autotune.codegen.buffers import check_disjoint
-from autotune.codegen.finite import finite_check
 from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Log, Record, best_per_task, from_target, preference
 from autotune.retime import busy_note
 from autotune.target import current_target
-from autotune.task import DTYPES, Argument, Task, by_reference, check_out
+from autotune.task import DTYPES, Argument, Task, by_reference, check_out, first_nonfinite
 from autotune.templates import Template, get_template, register
 
 POLICIES = ("tune", "log", "default")
@@ -239,12 +239,10 @@ class TunedOp:
         k = self._kernel(task)
         name = self.template.name
         args = task.arguments()
-        run = k.prepare()  # the kernel's: arrays in the op's argument order
+        # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
+        run = k.prepare(check_finite=self.options.check_finite)
         oshape, odtype = k.output_shape, k.nest.output.dtype
         contiguous = all(a.flags.c_contiguous for a in arrays)
-        # each input's NaN/Inf check, chosen once for its dtype (the call's arrays are contiguous)
-        checks = [(i, check) for i, a in enumerate(arrays)
-                  if (check := finite_check(a.dtype, contiguous=True)) is not None] if self.options.check_finite else []
 
         def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
             ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
@@ -253,17 +251,17 @@ class TunedOp:
             else:
                 check_out(out, oshape, odtype, name)
                 check_disjoint(ins, out)
-            for i, check in checks:
-                if not check(ins[i]):
-                    return by_reference(name, args[i], task.reference, ins, out)
-            return run(ins, out)
+            result = run(ins, out)
+            if result is None:
+                return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out)
+            return result
         calls = self._local.__dict__.setdefault("calls", {})
         calls[key] = call
         return call
 
     def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         try:
-            key = (tuple([(a.shape, a.dtype, a.strides) for a in arrays]), _history.get())
+            key = (tuple(map(_layout, arrays)), _history.get())
         except AttributeError:  # not all arrays: convert once, then the same path
             return self(*(np.asarray(a) for a in arrays), out=out)
         call = self._local.__dict__.get("calls", _NO_CALLS).get(key)
@@ -273,6 +271,7 @@ class TunedOp:
 
 
 _NO_CALLS: dict[tuple, Callable[..., np.ndarray]] = {}
+_layout = operator.attrgetter("shape", "dtype", "strides")  # what a call path is chosen by, per array
 
 
 def check_arguments(name: str, args: Sequence[Argument], arrays: Sequence[np.ndarray]) -> None:

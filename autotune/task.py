@@ -141,9 +141,9 @@ class OpKernel(Kernel):
             check_out(out, self.output_shape, self.nest.output.dtype, self.op or "kernel")
         return super().bind(*self.select(arrays), out=out)
 
-    def prepare(self) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray]:
-        """Kernel.prepare over the call's arrays (unchecked, as there)."""
-        run = super().prepare()
+    def prepare(self, *, check_finite: bool = False) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray | None]:
+        """Kernel.prepare over the call's arrays (unchecked, as there; check_finite as there)."""
+        run = super().prepare(check_finite=check_finite)
         order = self.order
         if order == tuple(range(len(self.arguments))):
             return run

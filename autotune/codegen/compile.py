@@ -53,6 +53,7 @@ from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
 from autotune.codegen.source import generate_sources, scratch, source_hash  # noqa: E402
+from autotune.codegen.finite import finite_check  # noqa: E402
 from autotune.codegen.invoke import invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
@@ -265,10 +266,12 @@ class Kernel:
             return result
         return run_parallel
 
-    def prepare(self) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray]:
+    def prepare(self, *, check_finite: bool = False) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray | None]:
         """A reusable call `run(inputs, out)` with the intermediates and scratch allocated once: the
         fast path of a tuned op. Unchecked: inputs must be C-contiguous arrays of the declared
-        shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch)."""
+        shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch).
+        check_finite: `run` returns None, without running the kernel, when an input holds NaN or
+        ±Inf (checked in the same compiled call as the kernel's where the kernel runs on one thread)."""
         inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
         main, prologue = self._python_calls()
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
@@ -279,8 +282,20 @@ class Kernel:
         ext = self.nest.main.parallel_extent
         if ext is None:
             own = scratch_of(self.nest.main)
+            if check_finite:
+                checked = main.checked(len(self.nest.inputs))
 
-            def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
+                tail = (*inter, *own)
+
+                def run_checked(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
+                    if shapes:
+                        ok = checked(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + tail)
+                    else:
+                        ok = checked(ins, (out,) + tail)
+                    return out if ok else None
+                return run_checked
+
+            def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                 if shapes:
                     main(*(a.reshape(sh) for a, sh in zip(ins, shapes)), out.reshape(oshape), *inter, *own)
                 else:
@@ -292,7 +307,12 @@ class Kernel:
         grain = max(1, ext // (8 * nthreads))
         per_thread = [scratch_of(self.nest.main) for _ in range(nthreads)]
 
-        def run_parallel(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
+        checks = [(i, c) for i, t in enumerate(self.nest.inputs)
+                  if (c := finite_check(np.dtype(t.dtype), contiguous=True)) is not None] if check_finite else []
+
+        def run_parallel(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
+            if checks and not all(c(ins[i]) for i, c in checks):
+                return None
             if shapes:
                 head = tuple(a.reshape(sh) for a, sh in zip(ins, shapes)) + (out.reshape(oshape),) + inter
             else:

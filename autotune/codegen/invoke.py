@@ -4,7 +4,9 @@ Numba gives every compiled function a CPython wrapper (unboxing each array argum
 with it: for a kernel of seven arrays that wrapper was a third of the machine code and about a
 tenth of the compile time. Generated kernels are compiled without it (`no_cpython_wrapper`), and
 Python calls them through a small trampoline compiled once per kernel signature (and cached on
-disk), which calls the kernel's C entry point at its address.
+disk), which calls the kernel's C entry point at its address. A tuned op's call checks its inputs
+for NaN and Inf in the same trampoline (`Invoker.checked`): one call from Python instead of one
+per input and one for the kernel.
 
 Example::
 
@@ -19,6 +21,7 @@ Example::
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from autotune.environment import configure_numba
@@ -27,7 +30,8 @@ configure_numba()
 from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
 from numba.experimental.function_type import _get_wrapper_address  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
+from numba import literal_unroll  # noqa: E402
+from numba.extending import intrinsic, overload  # noqa: E402
 
 from autotune.codegen.healing import healing_njit  # noqa: E402
 
@@ -49,7 +53,36 @@ def _invoke(address, args):  # type: ignore[no-untyped-def]
     _call_at(address, args)
 
 
-_trampolines: dict[Any, Callable[..., None]] = {}
+def _finite(a):  # type: ignore[no-untyped-def]
+    """True unless the array holds NaN or ±Inf (compiled only; see autotune.codegen.finite)."""
+    raise NotImplementedError("_finite runs compiled only")
+
+
+@overload(_finite, jit_options={"fastmath": {"reassoc"}})
+def _finite_compiled(a):  # type: ignore[no-untyped-def]
+    if isinstance(a, types.Array) and isinstance(a.dtype, types.Float):
+        def check(a):  # type: ignore[no-untyped-def]
+            flat = a.reshape(a.size)  # C-contiguous: a view
+            zero = flat.dtype.type(0)
+            s = zero
+            for i in range(flat.size):
+                s += flat[i] * zero  # 0 for a finite value, NaN for NaN or ±Inf (no nnan/ninf here)
+            return s == zero
+        return check
+    return lambda a: True  # integers and booleans are always finite
+
+
+@healing_njit(nogil=True, cache=True)
+def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
+    ok = True
+    for a in literal_unroll(inputs):
+        ok = ok and _finite(a)
+    if ok:
+        _call_at(address, inputs + rest)
+    return ok
+
+
+_trampolines: dict[Any, Callable[..., Any]] = {}
 
 
 class Invoker:
@@ -60,6 +93,7 @@ class Invoker:
         if sig.return_type != types.void:
             raise TypeError(f"an Invoker calls void functions, not {sig}")
         self.address = _get_wrapper_address(fn, sig)
+        self._args = tuple(sig.args)
         call = _trampolines.get(sig.args)
         if call is None:
             call = _trampolines[sig.args] = _invoke.compile((types.int64, types.Tuple(sig.args)))
@@ -67,6 +101,17 @@ class Invoker:
 
     def __call__(self, *args: Any) -> None:
         self._call(self.address, args)
+
+    def checked(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
+        """`call(inputs, rest)`: the function run on `inputs + rest` (its first n_inputs arguments,
+        then the others) and True, unless an input array holds NaN or ±Inf: then False, and
+        nothing runs. Inputs must be C-contiguous."""
+        key = (self._args, n_inputs)
+        call = _trampolines.get(key)
+        if call is None:
+            head, tail = self._args[:n_inputs], self._args[n_inputs:]
+            call = _trampolines[key] = _invoke_checked.compile((types.int64, types.Tuple(head), types.Tuple(tail)))
+        return functools.partial(call, self.address)
 
 
 _invokers: dict[Any, Invoker] = {}

@@ -1,6 +1,7 @@
 """call-overhead: microseconds per call of the bare compiled kernel, the same kernel through a
-tuned op (`autotune.op`, with and without out=) and NumPy, on a 96^3 matmul and a 1024-element
-elementwise op (median of --calls single calls each, under the machine's timing lock).
+tuned op (`autotune.op`, with and without out=, and without its NaN/Inf check of the inputs,
+check_finite=False) and NumPy, on a 96^3 matmul and a 1024-element elementwise op (median of
+--calls single calls each, under the machine's timing lock).
 
     python -m autotune.measure.experiments call-overhead --calls 10000
 """
@@ -53,17 +54,23 @@ def run(args: argparse.Namespace) -> dict:
         warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
         for name, op, ins, numpy_fn in cases:
             out = op(*ins)
+            unchecked = op.configure(check_finite=False)
+            unchecked(*ins)
             bare = op.kernel_for(*ins).bind(*ins)
             with TimingLock(lock_path(settings().cache_dir)):
                 r = {"op": name, "bare_us": _median_us(bare, args.calls),
                      "op_us": _median_us(lambda: op(*ins), args.calls),
                      "op_out_us": _median_us(lambda: op(*ins, out=out), args.calls),
+                     "unchecked_us": _median_us(lambda: unchecked(*ins), args.calls),
                      "numpy_us": _median_us(numpy_fn, args.calls)}
             r["overhead_us"] = r["op_us"] - r["bare_us"]
+            r["unchecked_overhead_us"] = r["unchecked_us"] - r["bare_us"]
             rows.append(r)
-    print("| op | bare kernel | tuned op | tuned op, out= | numpy | overhead (tuned op - bare) |")
-    print("|---|---|---|---|---|---|")
+    print("| op | bare kernel | tuned op | tuned op, out= | tuned op, check_finite=False | numpy "
+          "| overhead (tuned op - bare) | overhead without the check |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['op']} | {r['bare_us']:.2f} µs | {r['op_us']:.2f} µs | {r['op_out_us']:.2f} µs | "
-              f"{r['numpy_us']:.2f} µs | {r['overhead_us']:.2f} µs |")
+              f"{r['unchecked_us']:.2f} µs | {r['numpy_us']:.2f} µs | {r['overhead_us']:.2f} µs | "
+              f"{r['unchecked_overhead_us']:.2f} µs |")
     return {"calls": args.calls, "rows": rows}

@@ -104,3 +104,17 @@ def test_a_kernel_of_task_build_answers_nan_like_the_op() -> None:
         got = k(X)
     np.testing.assert_array_equal(got, task.reference([X]))
     assert np.isnan(got[0, 0, 0, 0])
+
+
+def test_a_parallel_kernel_checks_its_inputs_too() -> None:
+    """Two threads: the kernel runs on a thread team, its inputs checked before (not in one
+    compiled call with it, as on one thread)."""
+    op = autotune.op("matmul", policy="default", threads=2)
+    A = np.random.default_rng(0).uniform(-1, 1, (64, 48)).astype(np.float32)
+    B = np.random.default_rng(1).uniform(-1, 1, (48, 40)).astype(np.float32)
+    np.testing.assert_allclose(_call(op, [A, B]), A @ B, rtol=1e-4, atol=1e-4)
+    assert op.kernel_for(A, B).nest.main.parallel_extent is not None
+    B[5, 7] = np.inf
+    with pytest.warns(RuntimeWarning, match="input B holds NaN or Inf"):
+        got = _call(op, [A, B])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(A @ B))

@@ -37,3 +37,27 @@ def test_other_arrays_agree_with_numpy():
     assert not all_finite(strided)
     assert all_finite(np.zeros((0, 3), np.float32))
     assert all_finite(np.array(2.0)) and not all_finite(np.array(np.nan))
+
+
+def test_the_checked_trampoline_runs_the_kernel_only_on_finite_inputs():
+    """Invoker.checked: the inputs' check and the kernel in one compiled call; integer inputs are
+    never checked, an output or scratch array after the inputs never either."""
+    import numba
+
+    from autotune.codegen.invoke import invoker_for
+
+    @numba.njit("void(float32[::1], int64[::1], float64[::1], float64[::1])", no_cpython_wrapper=True)
+    def add(x, n, y, out):
+        for i in range(out.size):
+            out[i] = x[i] + n[i] + y[i]
+    call = invoker_for(add).checked(3)
+    x, n, y = np.ones(5, np.float32), np.arange(5), np.full(5, 2.0)
+    out = np.zeros(5)
+    assert call((x, n, y), (out,)) and out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
+    for i, bad in ((0, np.nan), (2, np.inf), (2, -np.inf)):
+        arrays = [x.copy(), n, y.copy()]
+        arrays[i][4] = bad
+        out[:] = -1.0
+        assert not call(tuple(arrays), (out,)) and (out == -1.0).all(), (i, bad)  # the kernel did not run
+    out[:] = np.nan  # an output holding NaN is no input's fault
+    assert call((x, n, y), (out,)) and np.isfinite(out).all()

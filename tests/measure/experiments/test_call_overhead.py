@@ -12,5 +12,5 @@ def test_call_overhead_times_each_way_of_calling(capsys: pytest.CaptureFixture[s
     res = call_overhead.run(argparse.Namespace(calls=20))
     assert [r["op"] for r in res["rows"]] == ["matmul 96^3", "elementwise 1024 (2x+1)"]
     for r in res["rows"]:
-        assert all(r[k] > 0 for k in ("bare_us", "op_us", "op_out_us", "numpy_us"))
+        assert all(r[k] > 0 for k in ("bare_us", "op_us", "op_out_us", "unchecked_us", "numpy_us"))
     assert "| matmul 96^3 |" in capsys.readouterr().out
