@@ -82,15 +82,25 @@ class ArrayShape:
 
     @property
     def memory_tile(self) -> tuple[int, ...]:
-        """The stored tile in elements: (rows, cols) for rank >= 2 (sub-32-bit types pack rows:
-        bf16 (8, 128) with (2, 1) is 16 x 128), (n,) for rank 1, () for a scalar."""
+        """The stored tile in elements: (rows, cols) for rank >= 2, (n,) for rank 1, () for a
+        scalar. XLA tiles repeatedly ("Tiled layout", openxla.org/xla/tiled_layout): the first tile
+        pads and orders the array in memory, the later ones only order elements inside it, so bf16
+        T(8,128)(2,1) and pred T(8,128)(4,1) are 8 x 128 elements like f32 (2 KiB and 1 KiB tiles)."""
         if self.rank == 0:
             return ()
         first = self.tiles[0]
         if self.rank == 1 or len(first) == 1:
             return (math.prod(first),) if self.rank == 1 else (1, math.prod(first))
-        pack = self.tiles[1][0] if len(self.tiles) > 1 and len(self.tiles[1]) == 2 else 1
-        return first[0] * pack, first[1]
+        return first[0], first[1]
+
+    @property
+    def vreg_tile(self) -> tuple[int, ...]:
+        """The elements one vector register holds, for work on the VPU: 8 sublanes x 128 lanes of
+        32 bits, so a sub-32-bit type packs 32 / bits rows per sublane (bf16 16 x 128, pred and
+        8-bit types 32 x 128); rank 1 and scalars as stored."""
+        if self.rank < 2:
+            return self.memory_tile
+        return 8 * max(1, 4 // self.itemsize), 128
 
     def units(self) -> tuple[int, ...]:
         """Elements per bound unit of each physical dim."""

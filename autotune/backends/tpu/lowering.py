@@ -183,7 +183,7 @@ def dim_maps(k: HloKernel, anchor_ins: Instruction, anchor_rank: int) -> dict[in
 
 
 def _block(name: str, shape: ArrayShape, m: tuple[Axis, ...] | None, tile: dict[Axis, int],
-           axis_of: dict[Axis, int]) -> Block:
+           axis_of: dict[Axis, int], vreg: bool = False) -> Block:
     m = m if m is not None else (None,) * shape.rank
 
     def extent(d: int, a: Axis) -> int:
@@ -193,7 +193,7 @@ def _block(name: str, shape: ArrayShape, m: tuple[Axis, ...] | None, tile: dict[
     elems = [min(extent(d, a), shape.dims[d]) for d, a in enumerate(m)]
     grid_axis = [axis_of.get(a.axis if isinstance(a, Windowed) else a) for a in m]
     phys = shape.physical
-    mt = shape.memory_tile
+    mt = shape.vreg_tile if vreg else shape.memory_tile
     return Block(name, shape.physical_shape or (1,), tuple(elems[d] for d in phys) or (1,),
                  tuple(grid_axis[d] for d in phys) or (None,), shape.itemsize, mt or (1,))
 
@@ -290,7 +290,7 @@ def lower(k: HloKernel, cfg: TileConfig, core: TpuCoreConfig, space: TileSpace |
     for _, ins in k.walk():
         if ins.opcode in FREE or ins.is_tuple or ins.shape.rank == 0:
             continue
-        b = _block(ins.name, ins.shape, maps.get(ins.id), tile, axis_of)
+        b = _block(ins.name, ins.shape, maps.get(ins.id), tile, axis_of, vreg=True)
         cost = core.transcendental_cost if ins.opcode in TRANSCENDENTAL else 1.0
         if ins.id in after:
             epilogue += math.prod(b.mean_padded()) / (8 * 128) * cost

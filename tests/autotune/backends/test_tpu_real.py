@@ -48,6 +48,38 @@ def test_bounds_map_to_the_tensors_physical_dims(kernels) -> None:  # type: igno
 
 
 @needs_real
+def test_sub_32_bit_types_tile_8_rows_in_memory_and_pack_rows_in_registers(kernels) -> None:  # type: ignore[no-untyped-def]
+    """XLA's tiled layout: bf16 T(8,128)(2,1) and pred T(8,128)(4,1) pad to 8 x 128 elements (the
+    later tiles only order elements inside the first); a vector register packs 2 bf16 or 4 pred rows."""
+    bf16 = kernels["copy.24"].kernel.parameters()[0].shape
+    pred = next(p.shape for p in kernels["fusion.261"].kernel.parameters() if p.shape.dtype == "pred")
+    assert bf16.tiles == ((8, 128), (2, 1)) and bf16.memory_tile == (8, 128) and bf16.vreg_tile == (16, 128)
+    assert pred.tiles == ((8, 128), (4, 1)) and pred.memory_tile == (8, 128) and pred.vreg_tile == (32, 128)
+    f32 = kernels["fusion.261"].kernel.parameters()[0].shape
+    assert f32.memory_tile == f32.vreg_tile == (8, 128)
+
+
+@needs_real
+def test_a_run_costs_more_the_further_it_jumps(kernels) -> None:  # type: ignore[no-untyped-def]
+    """fusion.261's (256, 128) block of W (1000 x 4096 f32): 32 runs of one 4 KiB tile, each 31
+    tiles past the last; fusion.232's 128-lane blocks of 32 rows skip one tile between runs, and a
+    whole (i0) slab row where the block's rows end."""
+    narrow = lower(kernels["fusion.261"].kernel, TileConfig((4, 2), (32, 1)), CORE).inputs[0]
+    assert narrow.run_gaps() == [(31, 31 * 4096)]
+    assert narrow.run_cost(0.0) == narrow.runs() == 32
+    assert narrow.run_cost(0.25) == pytest.approx(32 * 31 ** 0.25)
+    split = lower(kernels["fusion.232"].kernel, TileConfig((), (7, 6, 4, 1)), CORE).inputs[0]
+    assert split.block == (7, 6, 32, 128) and split.runs() == 7 * 6 * 4
+    gaps: dict[float, int] = {}
+    for c, g in split.run_gaps():
+        gaps[g] = gaps.get(g, 0) + c
+    assert gaps[4096] == 7 * (6 * 4 - 1)  # within an (i0) row: every other tile
+    assert max(gaps) == (26 * 8 - 6 * 8 + 1) * 4096 and gaps[max(gaps)] == 6  # to the next i0 row
+    whole = lower(kernels["fusion.232"].kernel, TileConfig((), (2, 26, 4, 2)), CORE).inputs[0]
+    assert whole.runs() == 1 and whole.run_gaps() == [] and whole.run_cost(0.25) == 1.0
+
+
+@needs_real
 def test_space_validation_names_the_problem(kernels) -> None:  # type: ignore[no-untyped-def]
     space = TileSpace(kernels["fusion.205"].kernel)
     with pytest.raises(HloError, match="output feature dim"):
