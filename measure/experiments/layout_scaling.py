@@ -4,7 +4,9 @@ full-graph training and for Graph Segment Training (segments of at most S nodes)
 Each (size, mode) runs `autotune.backends.tpu.layout_model.train_layout` in a fresh Python subprocess, so
 its peak resident memory is its own (os.wait4's ru_maxrss of that child); the child also reports its
 resident peak after loading the graphs (the input arrays, which every mode holds) and the seconds of each
-training epoch (one step per graph). No validation and no head finetuning run: only the training epochs.
+training epoch (--epoch: 'segments', train-layout's default, trains every segment of every graph once per
+epoch, so a GST epoch has as many gradient nodes as a full-graph one; 'graphs' one step per graph, as GST's
+code). No validation and no head finetuning run: only the training epochs.
 The graphs are written by autotune.backends.tpu.layout_data (a planted cost, not measured on a TPU).
 Run it alone on a quiet machine: the seconds are wall-clock.
 
@@ -47,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: 1000,10000,100000)")
     p.add_argument("--segment-size", type=int, default=1000, help="S: GST's segment size in nodes (default: 1000)")
     p.add_argument("--sample-segments", type=int, default=1, help="GST: segments with gradient per step (default: 1)")
+    p.add_argument("--halo", type=int, default=1, help="GST: hops of read-only context around each segment "
+                   "(train-layout --halo; default: 1)")
+    p.add_argument("--epoch", dest="epoch_unit", choices=("segments", "graphs"), default="segments",
+                   help="GST: what an epoch is (train-layout --epoch; default: segments, every segment trained once)")
     p.add_argument("--modes", type=_modes, default=list(MODES), help="full,gst (default: both)")
     p.add_argument("--graphs", type=int, default=2, help="training graphs per size (default: 2)")
     p.add_argument("--configs", type=int, default=16, help="configs per graph (default: 16)")
@@ -68,14 +74,15 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(spec["threads"])
     seg = spec["segment_size"] if spec["mode"] == "gst" else None
     t0 = time.perf_counter()
-    graphs = lm.load_split(spec["directory"], "train", seg)      # what train_layout reads first
+    halo = spec.get("halo", 1)
+    graphs = lm.load_split(spec["directory"], "train", seg, halo)      # what train_layout reads first
     load_s = time.perf_counter() - t0
     loaded_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     del graphs
     res = lm.train_layout(spec["directory"], epochs=spec["epochs"], segment_size=seg,
                           sample_segments=spec["sample_segments"], sample_configs=spec["sample_configs"],
                           finetune_epochs=0, hidden=spec["hidden"], layers=spec["layers"], progress=False,
-                          threads=spec["threads"])
+                          threads=spec["threads"], halo=halo, epoch_unit=spec.get("epoch_unit", "segments"))
     epoch_s = [h["seconds"] for h in res.history]
     return {"loaded_rss_mb": loaded_mb, "load_seconds": load_s, "epoch_seconds": epoch_s,
             "max_grad_nodes": res.max_grad_nodes, "max_graph_nodes": res.max_graph_nodes}
@@ -85,7 +92,8 @@ def measure(directory: str, mode: str, args: argparse.Namespace) -> dict[str, An
     """One (graphs, mode) run in a fresh interpreter: its peak RSS (wait4) and what it reports."""
     spec = {"directory": directory, "mode": mode, "segment_size": args.segment_size,
             "sample_segments": args.sample_segments, "sample_configs": args.sample_configs, "epochs": args.epochs,
-            "hidden": args.hidden, "layers": args.layers, "threads": args.threads}
+            "hidden": args.hidden, "layers": args.layers, "threads": args.threads, "halo": args.halo,
+            "epoch_unit": args.epoch_unit}
     code = ("import json, sys; from autotune.measure.experiments.layout_scaling import _child; "
             "print(json.dumps(_child(json.loads(sys.argv[1]))))")
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -111,7 +119,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     print(f"SYNTHETIC layout graphs, {args.graphs} per size, {args.configs} configs, {args.sample_configs} per step, "
           f"{args.epochs} epochs, hidden {args.hidden}, {args.layers} layers, {args.threads} thread(s); "
-          f"GST: S={args.segment_size}, {args.sample_segments} segment(s) with gradient per step")
+          f"GST: S={args.segment_size}, {args.sample_segments} segment(s) with gradient per step, halo {args.halo} "
+          f"hop(s), epoch = {args.epoch_unit}; grad nodes: the most a step ran with gradient (halo included)")
     print(f"{'nodes':>8} {'mode':>5} {'peak RSS MB':>12} {'after load MB':>14} {'training MB':>12} "
           f"{'s/epoch':>9} {'grad nodes':>11}")
     for n in args.sizes:
@@ -128,6 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{n:>8} {mode:>5} {r['peak_rss_mb']:>12.0f} {r['loaded_rss_mb']:>14.0f} "
                       f"{r['training_mb']:>12.0f} {r['seconds_per_epoch']:>9.3f} {r['max_grad_nodes']:>11}", flush=True)
     return {"synthetic": True, "workdir": str(work), "segment_size": args.segment_size,
-            "sample_segments": args.sample_segments, "graphs": args.graphs, "configs": args.configs,
+            "sample_segments": args.sample_segments, "halo": args.halo, "epoch_unit": args.epoch_unit,
+            "graphs": args.graphs, "configs": args.configs,
             "sample_configs": args.sample_configs, "epochs": args.epochs, "hidden": args.hidden,
             "layers": args.layers, "threads": args.threads, "rows": rows}

@@ -68,18 +68,33 @@ def add_layout_parsers(sub: Any) -> None:
                         "validated on DIR/valid")
     tr.add_argument("directory", help="a layout set: train/, valid/ (and test/) of TpuGraphs layout .npz files")
     tr.add_argument("--out", default="layout-model.pt", help="where to save the model (default: layout-model.pt)")
-    tr.add_argument("--epochs", type=int_at_least(0), default=20, help="GST epochs, one step per graph (default: 20)")
+    tr.add_argument("--epochs", type=int_at_least(0), default=20,
+                    help="training epochs (default: 20; what one is: --epoch)")
+    tr.add_argument("--epoch", dest="epoch_unit", choices=("segments", "graphs"), default="segments",
+                    help="what an epoch is: 'segments' (default) one pass over the training data, every segment of "
+                    "every graph trained once (ceil(segments/K) steps per graph on one sample of its configs, K = "
+                    "--sample-segments), so every node gets a gradient once per epoch as in full-graph training; "
+                    "'graphs' GST's code's epoch, one step per graph with K random segments (a node of a graph of k "
+                    "segments is trained about once in k/K epochs). With whole graphs both are one step per graph")
     tr.add_argument("--segment-size", type=_segment, default=1000,
                     help="S: at most this many nodes per segment; 'none' trains whole graphs (default: 1000)")
+    tr.add_argument("--accumulate", action="store_true",
+                    help="with --epoch segments: add up the gradients of a graph's segments into one optimizer step "
+                    "per graph (as many steps as full-graph training; memory still one segment's at a time)")
+    tr.add_argument("--halo", type=int_at_least(0), default=1,
+                    help="hops of read-only context around each segment: the outside nodes within this many hops "
+                    "run with it (not counted in its readout), so an edge cut by the segmentation still carries its "
+                    "other end's layout; 0 drops cut edges, as GST's code does (default: 1)")
     tr.add_argument("--sample-segments", type=int_at_least(1), default=1,
                     help="segments run with gradient per step; the others come from the embedding table (default: 1)")
     tr.add_argument("--sample-configs", type=int_at_least(2), default=16, help="configs per step (default: 16)")
     tr.add_argument("--sed", type=_fraction, default=0.0, help="Stale Embedding Dropout: the probability of leaving "
                     "out each other segment in a step (default: 0; the runtime being ranked includes it)")
     tr.add_argument("--fill", choices=("all", "missing", "none"), default="all",
-                    help="the other segments' embeddings of the step's configs: recomputed without gradient every "
-                    "step ('all', default), only when the table lacks them ('missing': stale ones otherwise), or "
-                    "never ('none': missing ones left out)")
+                    help="the other segments' embeddings of the step's configs: recomputed without gradient ('all', "
+                    "default: at every step with --epoch graphs; with --epoch segments at a graph's first step of the "
+                    "epoch, its later steps taking what that pass computed or trained), only when the table lacks them "
+                    "('missing': stale ones otherwise), or never ('none': missing ones left out)")
     tr.add_argument("--finetune-epochs", type=int_at_least(0), default=5,
                     help="prediction-head finetuning epochs on fresh embeddings (default: 5)")
     tr.add_argument("--hidden", type=int_at_least(1), default=32, help="width of the GraphSAGE layers (default: 32)")
@@ -124,9 +139,10 @@ def run_layout_command(args: argparse.Namespace) -> int:
         res = train_layout(args.directory, out=args.out, epochs=args.epochs, segment_size=args.segment_size,
                            sample_segments=args.sample_segments, sample_configs=args.sample_configs, sed=args.sed,
                            finetune_epochs=args.finetune_epochs, hidden=args.hidden, layers=args.layers, lr=args.lr,
-                           seed=args.seed, progress=not args.no_progress, threads=args.threads, fill=args.fill)
+                           seed=args.seed, progress=not args.no_progress, threads=args.threads, fill=args.fill,
+                           halo=args.halo, epoch_unit=args.epoch_unit, accumulate=args.accumulate)
         print(f"trained on {res.train_graphs} graphs (largest {res.max_graph_nodes} nodes; at most "
-              f"{res.max_grad_nodes} nodes with gradient per step) in {res.seconds:.1f} s; "
+              f"{res.max_grad_nodes} nodes with gradient per step, halo included) in {res.seconds:.1f} s; "
               f"best validation tau {res.best_val_tau:.3f}; saved {args.out}")
         _dump(args.json_out, res.summary())
         return 0

@@ -18,25 +18,37 @@ layout metric).
 
 Graph Segment Training (Cao et al., NeurIPS 2023; the public code kaidic/GST): every graph is cut
 into contiguous segments of at most `segment_size` nodes (the nodes are in topological order, so
-contiguous ranges keep most edges; edges between segments are dropped, as GST does). A training
-step runs forward and backward through `sample_segments` sampled segments of one graph only; the
-other segments' embeddings come from a table of historical (stale) embeddings, one per (graph,
-segment, config), refreshed whenever a segment is trained. A graph has many configs (the real set
-thousands) and a step samples a few, so most (segment, config) entries would never have been
-computed. `fill` says what a step does about the other segments: `"all"` (the default) recomputes
-them for the step's configs without gradient, one segment at a time, and stores them; `"missing"`
-computes only entries the table lacks and uses the stored (stale) ones otherwise; `"none"` leaves
-missing ones out. On the SYNTHETIC sets (measure/experiments/RESULTS.md, issue 43) stale entries
-cost most of the accuracy: with 256 configs per graph and 16 per step an entry is refreshed about
-once in 40 epochs, and the model has moved on by then. Memory stays bounded either way (no autograd
-graph outside the sampled segments); "all" costs a no-gradient forward pass over the graph per step.
+contiguous ranges keep most edges). GST's code drops the edges between segments (`halo=0`). The
+default `halo=1` runs each segment with the outside nodes within one hop as read-only context: they
+go through the network with the segment (their inputs and config features, every edge among them
+and the segment's nodes), so a cut edge still brings its other end's layout into the segment's
+node, but they are not counted in the segment's readout (each node is counted by the segment that
+owns it). A halo of as many hops as the network has layers gives the segment's own nodes exactly
+their full-graph states. A training step runs forward and backward through `sample_segments`
+segments of one graph only; the other segments' embeddings come from a table of historical (stale)
+embeddings, one per (graph, segment, config), refreshed whenever a segment is trained. A graph has
+many configs (the real set thousands) and a step samples a few, so most (segment, config) entries
+would never have been computed. `fill` says what a step does about the other segments: `"all"` (the
+default) recomputes them for the step's configs without gradient, one segment at a time, and stores
+them; `"missing"` computes only entries the table lacks and uses the stored (stale) ones otherwise;
+`"none"` leaves missing ones out. On the SYNTHETIC sets (measure/experiments/RESULTS.md, issue 43)
+stale entries cost most of the accuracy: with 256 configs per graph and 16 per step an entry is
+refreshed about once in 40 epochs, and the model has moved on by then. Memory stays bounded either
+way (no autograd graph outside the sampled segments). An epoch (`epoch_unit="segments"`, the
+default) is one pass over the training data: each graph's segments are all trained once, in
+consecutive steps on one sample of its configs, the first step filling the others and the later
+ones using the table (entries at most a few steps old); `epoch_unit="graphs"` is GST's code's epoch,
+one step per graph with randomly sampled segments (a node then gets a gradient about once in
+segments/sample_segments epochs).
 Stale Embedding Dropout drops each other segment with probability `sed`, one draw per segment for
 all the step's configs (a segment kept for some configs and not others would move their scores
 apart by which nodes the mean covers rather than by their layouts); the graph embedding is the mean
 over the nodes of the kept segments (fresh + kept stale). The autograd graph of a step therefore
-holds at most sample_segments x segment_size nodes x sample_configs configs, whatever the graph's
-size; inference and the filling of missing entries run one segment at a time without gradient.
-After training, Prediction-Head Finetuning freezes the backbone, computes every segment's embedding fresh, and trains the head alone on the exact graph embeddings.
+holds at most sample_segments x (segment_size + halo) nodes x sample_configs configs, whatever the
+graph's size (the halo: the segment's outside neighbours, a few per cut edge); inference and the
+filling of missing entries run one segment at a time without gradient.
+After training, Prediction-Head Finetuning freezes the backbone, computes every segment's embedding
+fresh, and trains the head alone on the exact graph embeddings.
 `segment_size=None` is plain full-graph training (one segment per graph).
 
 The input arrays of the graphs are held in memory (as the dataset's loaders do); only the training
@@ -128,7 +140,11 @@ CFG_IN = LAYOUT_CONFIG_FEAT * LAYOUT_VALUES
 
 @dataclass
 class PreparedGraph:
-    """One layout graph ready for the network, cut into segments of at most `segment_size` nodes."""
+    """One layout graph ready for the network, cut into segments of at most `segment_size` nodes.
+
+    Segment s owns the nodes bounds[s]..bounds[s+1]-1; with a halo it also runs (read-only context,
+    not counted in its readout) the nodes outside it within `halo` hops, so that the edges it shares
+    with other segments still carry messages into its own nodes."""
     name: str
     x: np.ndarray                 # (n, NODE_IN) float32, not yet standardised
     op: np.ndarray                # (n,) int64
@@ -136,8 +152,12 @@ class PreparedGraph:
     cfg_raw: np.ndarray           # (c, nc, 18) int8 (minor_to_major entries, -1 padded)
     runtime: np.ndarray           # (c,) float64; all 0 when unlabelled
     bounds: np.ndarray            # segment boundaries 0 = b0 < b1 < ... = n
-    seg_edges: list[np.ndarray]   # per segment: (m_s, 2) [consumer, producer], local ids
-    seg_cfg: list[tuple[int, int]]  # per segment: the range of cfg_ids inside it
+    seg_edges: list[np.ndarray]   # per segment: (m_s, 2) [consumer, producer], ids local to seg_nodes
+    seg_cfg: list[tuple[int, int]]  # per segment: the range of cfg_ids it owns
+    seg_nodes: list[np.ndarray] = field(default_factory=list)  # per segment: its nodes (owned first, then halo)
+    seg_cfg_cols: list[np.ndarray] = field(default_factory=list)  # per segment: its cfg_ids columns (owned first)
+    seg_cfg_pos: list[np.ndarray] = field(default_factory=list)   # ... and their positions in seg_nodes
+    halo: int = 0
 
     @property
     def n(self) -> int:
@@ -155,10 +175,17 @@ class PreparedGraph:
     def labelled(self) -> bool:
         return bool(self.runtime.size and self.runtime.all())
 
+    def run_nodes(self, s: int) -> int:
+        """How many nodes segment s runs through the network (its own and its halo)."""
+        return int(len(self.seg_nodes[s]))
 
-def prepare_graph(g: LayoutGraph, segment_size: int | None, name: str = "") -> PreparedGraph:
-    """Cut a LayoutGraph into contiguous segments of at most `segment_size` nodes (None: one segment)
-    and keep each segment's internal edges (an edge between two segments is dropped, as in GST).
+
+def prepare_graph(g: LayoutGraph, segment_size: int | None, name: str = "", halo: int = 0) -> PreparedGraph:
+    """Cut a LayoutGraph into contiguous segments of at most `segment_size` nodes (None: one segment).
+    halo=0 keeps each segment's internal edges only (an edge between two segments is dropped, as in
+    GST's code); halo=k adds to each segment, as read-only context, the outside nodes within k hops of
+    it and every edge among its nodes and theirs (so a cut edge still brings its other end's layout
+    to the segment's node; those nodes are not counted in the segment's readout).
 
     Example::
 
@@ -167,29 +194,51 @@ def prepare_graph(g: LayoutGraph, segment_size: int | None, name: str = "") -> P
         >>> p = prepare_graph(generate_layout_graph(250, 3, np.random.default_rng(0)), 100)
         >>> p.n_segments, p.bounds.tolist()
         (3, [0, 83, 167, 250])
+        >>> h = prepare_graph(generate_layout_graph(250, 3, np.random.default_rng(0)), 100, halo=1)
+        >>> sum(map(len, h.seg_edges)) > sum(map(len, p.seg_edges)), h.run_nodes(0) > 83
+        (True, True)
     """
     n = int(g.node_feat.shape[0])
     parts = 1 if not segment_size or segment_size >= n else -(-n // int(segment_size))
+    halo = 0 if parts == 1 else int(halo)
     bounds = np.linspace(0, n, parts + 1).round().astype(np.int64)   # equal parts, each <= segment_size
     order = np.argsort(g.node_config_ids, kind="stable")
     ids = g.node_config_ids[order].astype(np.int64)
     cfg = g.node_config_feat[:, order]
-    e = np.asarray(g.edge_index, np.int64).reshape(-1, 2)
+    e_all = np.asarray(g.edge_index, np.int64).reshape(-1, 2)
     seg_of = np.searchsorted(bounds, np.arange(n), side="right") - 1
-    same = seg_of[e[:, 0]] == seg_of[e[:, 1]] if len(e) else np.zeros(0, bool)
-    e = e[same]
-    es = seg_of[e[:, 0]] if len(e) else np.zeros(0, np.int64)
-    ordr = np.argsort(es, kind="stable")
-    e, es = e[ordr], es[ordr]
-    cuts = np.searchsorted(es, np.arange(parts + 1))
-    seg_edges = [e[cuts[s]:cuts[s + 1]] - bounds[s] for s in range(parts)]
     cc = np.searchsorted(ids, bounds)
+    col_of = np.full(n, -1, np.int64)
+    col_of[ids] = np.arange(len(ids))
+    seg_edges, seg_nodes, cfg_cols, cfg_pos = [], [], [], []
+    for s in range(parts):
+        a, b = int(bounds[s]), int(bounds[s + 1])
+        inside = np.zeros(n, bool)
+        inside[a:b] = True
+        if halo and len(e_all):
+            for _ in range(halo):
+                touch = inside[e_all[:, 0]] | inside[e_all[:, 1]]
+                inside[e_all[touch].ravel()] = True
+        extra = np.flatnonzero(inside)
+        extra = extra[(extra < a) | (extra >= b)]
+        nodes = np.concatenate([np.arange(a, b, dtype=np.int64), extra])
+        local = np.full(n, -1, np.int64)
+        local[nodes] = np.arange(len(nodes))
+        e = e_all[inside[e_all[:, 0]] & inside[e_all[:, 1]]] if len(e_all) else e_all
+        seg_edges.append(local[e])
+        cols = col_of[nodes]
+        has = cols >= 0
+        seg_nodes.append(nodes)
+        cfg_cols.append(cols[has])
+        cfg_pos.append(np.flatnonzero(has))
     return PreparedGraph(name, _node_inputs(g.node_feat), g.node_opcode.astype(np.int64).clip(0, N_OPS - 1), ids,
                          np.rint(cfg).clip(-1, 127).astype(np.int8), np.asarray(g.config_runtime, np.float64),
-                         bounds, seg_edges, [(int(cc[s]), int(cc[s + 1])) for s in range(parts)])
+                         bounds, seg_edges, [(int(cc[s]), int(cc[s + 1])) for s in range(parts)],
+                         seg_nodes, cfg_cols, cfg_pos, halo)
 
 
-def load_split(directory: str | os.PathLike[str], split: str, segment_size: int | None) -> list[PreparedGraph]:
+def load_split(directory: str | os.PathLike[str], split: str, segment_size: int | None,
+               halo: int = 0) -> list[PreparedGraph]:
     """Every layout .npz file of DIR/split, read (read_layout) and prepared, sorted by name.
 
     Example::
@@ -203,7 +252,7 @@ def load_split(directory: str | os.PathLike[str], split: str, segment_size: int 
     d = Path(directory) / split
     if not d.is_dir():
         raise LayoutError(f"{d}: no such directory (a layout set has train/, valid/ and test/ of .npz files)")
-    return [prepare_graph(read_layout(p), segment_size, p.stem) for p in sorted(d.glob("*.npz"))]
+    return [prepare_graph(read_layout(p), segment_size, p.stem, halo) for p in sorted(d.glob("*.npz"))]
 
 
 # ---- the network --------------------------------------------------------------------------------------
@@ -231,10 +280,12 @@ def _build_net(torch, hidden: int, layers: int, op_dim: int = 32):  # type: igno
         def backbone_parameters(self):  # type: ignore[no-untyped-def]
             return [p for name, p in self.named_parameters() if not name.startswith("head.")]
 
-        def segment(self, x, op, edges, cfg_pos, cfg_x):  # type: ignore[no-untyped-def]
+        def segment(self, x, op, edges, cfg_pos, cfg_x, owned=None, cfg_owned=None):  # type: ignore[no-untyped-def]
             """x (s, F) standardised node inputs, op (s,), edges (m, 2) [consumer, producer] local,
-            cfg_pos (k,) local ids of the configurable nodes, cfg_x (c, k, CFG_IN).
-            Returns the segment's sums (c, 2H): over all its nodes and over its configurable nodes."""
+            cfg_pos (k,) local ids of the configurable nodes, cfg_x (c, k, CFG_IN); the first `owned`
+            nodes and `cfg_owned` configurable nodes are the segment's own (the rest: its halo, run as
+            context only; None: all). Returns the segment's sums (c, 2H): over its own nodes and over its
+            own configurable nodes."""
             s, c = x.shape[0], cfg_x.shape[0]
             base = self.inp(torch.cat([x, self.emb(op)], 1))                    # (s, H)
             h = base.unsqueeze(1).expand(s, c, self.hidden)
@@ -249,8 +300,10 @@ def _build_net(torch, hidden: int, layers: int, op_dim: int = 32):  # type: igno
                 from_prod = torch.zeros_like(h).index_add(0, cons, msg)          # into each consumer
                 from_cons = torch.zeros_like(h).index_add(0, prod, msg)          # into each producer
                 h = h + self.outw[i](act(self.self_w[i](z) + self.prod_w[i](from_prod) + self.cons_w[i](from_cons)))
-            all_sum = h.sum(0)
-            cfg_sum = h[cfg_pos].sum(0) if len(cfg_pos) else torch.zeros(c, self.hidden)
+            own = h if owned is None else h[:owned]
+            own_cfg = cfg_pos if cfg_owned is None else cfg_pos[:cfg_owned]
+            all_sum = own.sum(0)
+            cfg_sum = h[own_cfg].sum(0) if len(own_cfg) else torch.zeros(c, self.hidden)
             return torch.cat([all_sum, cfg_sum], 1)
 
         def score(self, sums, nodes, cfg_nodes):  # type: ignore[no-untyped-def]
@@ -280,10 +333,11 @@ class LayoutModel:
 
     @classmethod
     def create(cls, hidden: int = 32, layers: int = 3, segment_size: int | None = None, seed: int = 0,
-               mean: np.ndarray | None = None, std: np.ndarray | None = None) -> "LayoutModel":
+               mean: np.ndarray | None = None, std: np.ndarray | None = None, halo: int = 0) -> "LayoutModel":
         torch = _torch()
         torch.manual_seed(seed)
-        return cls(_build_net(torch, hidden, layers), {"hidden": hidden, "layers": layers, "segment_size": segment_size},
+        return cls(_build_net(torch, hidden, layers),
+                   {"hidden": hidden, "layers": layers, "segment_size": segment_size, "halo": halo},
                    np.zeros(NODE_IN, np.float32) if mean is None else mean,
                    np.ones(NODE_IN, np.float32) if std is None else std)
 
@@ -291,15 +345,21 @@ class LayoutModel:
     def segment_size(self) -> int | None:
         return self.params.get("segment_size")
 
+    @property
+    def halo(self) -> int:
+        """Hops of read-only context around each segment (0 in files written before halos existed)."""
+        return int(self.params.get("halo") or 0)
+
     # tensors of one segment
     def _segment_inputs(self, g: PreparedGraph, s: int, configs: np.ndarray):  # type: ignore[no-untyped-def]
         torch = _torch()
         a, b = int(g.bounds[s]), int(g.bounds[s + 1])
         c0, c1 = g.seg_cfg[s]
-        x = torch.from_numpy((g.x[a:b] - self.mean) / self.std)
-        cfg = _one_hot_layout(g.cfg_raw[configs][:, c0:c1].astype(np.float32))
-        return (x, torch.from_numpy(g.op[a:b]), torch.from_numpy(g.seg_edges[s]),
-                torch.from_numpy(g.cfg_ids[c0:c1] - a), torch.from_numpy(cfg))
+        nodes, cols = g.seg_nodes[s], g.seg_cfg_cols[s]
+        x = torch.from_numpy((g.x[nodes] - self.mean) / self.std)
+        cfg = _one_hot_layout(g.cfg_raw[configs][:, cols].astype(np.float32))
+        return (x, torch.from_numpy(g.op[nodes]), torch.from_numpy(g.seg_edges[s]),
+                torch.from_numpy(g.seg_cfg_pos[s]), torch.from_numpy(cfg), b - a, c1 - c0)
 
     def segment_sums(self, g: PreparedGraph, s: int, configs: np.ndarray):  # type: ignore[no-untyped-def]
         """Segment s of g through the backbone for the given configs: (c, 2H) sums."""
@@ -321,7 +381,7 @@ class LayoutModel:
         """
         torch = _torch()
         if isinstance(g, LayoutGraph):
-            g = prepare_graph(g, self.segment_size)
+            g = prepare_graph(g, self.segment_size, halo=self.halo)
         self.net.eval()
         out = []
         with torch.no_grad():
@@ -361,7 +421,7 @@ class LayoutModel:
                               f"{VERSION} (edge messages from both ends): train it again")
         params = json.loads(d["params"])
         m = cls.create(params["hidden"], params["layers"], params.get("segment_size"),
-                       mean=d["mean"].numpy(), std=d["std"].numpy())
+                       mean=d["mean"].numpy(), std=d["std"].numpy(), halo=int(params.get("halo") or 0))
         m.net.load_state_dict(d["state"])
         return m
 
@@ -457,14 +517,30 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
                  epochs: int = 20, segment_size: int | None = 1000, sample_segments: int = 1,
                  sample_configs: int = 16, sed: float = 0.0, finetune_epochs: int = 5, hidden: int = 32,
                  layers: int = 3, lr: float = 2e-3, seed: int = 0, progress: bool = True,
-                 threads: int | None = None, fill: str = "all") -> LayoutTrainResult:
+                 threads: int | None = None, fill: str = "all", halo: int = 1,
+                 epoch_unit: str = "segments", accumulate: bool = False) -> LayoutTrainResult:
     """Train the layout model on DIR/train (validated on DIR/valid if present) with Graph Segment
-    Training: segments of at most `segment_size` nodes (None: whole graphs), `sample_segments` of
-    them with gradient per step, the others from the historical-embedding table, each stale one
-    dropped with probability `sed` (missing ones computed without gradient unless fill="none");
-    `sample_configs` configs per step; then `finetune_epochs` of
-    prediction-head finetuning. One step per training graph per epoch. The model of the epoch with
-    the best validation tau is kept (the last if there is no valid split), saved to `out` if given.
+    Training: segments of at most `segment_size` nodes (None: whole graphs), each with the outside
+    nodes within `halo` hops as read-only context (0: cut edges dropped, as GST's code does),
+    `sample_segments` of them with gradient per step, the others from the historical-embedding
+    table, each stale one dropped with probability `sed` (missing ones computed without gradient
+    unless fill="none"); `sample_configs` configs per step; then `finetune_epochs` of
+    prediction-head finetuning. The model of the epoch with the best validation tau is kept (the
+    last if there is no valid split), saved to `out` if given.
+
+    What an epoch is (`epoch_unit`): "segments" (the default) is one pass over the training data:
+    every segment of every graph is trained once, in ceil(segments / sample_segments) consecutive
+    steps per graph (its segments in a random order, sample_segments per step) on the graph's
+    `sample_configs` sampled configs; the first step fills the other segments' entries (`fill`) and
+    the later ones take them from the table, where each step pushed what it trained (at most a few
+    steps stale). Every node gets a gradient once per epoch, as in full-graph training, from the same
+    configs, in more (smaller) optimizer steps. "graphs" is GST's code's epoch (kaidic/GST,
+    custom_tpu_train.py): one step per graph with `sample_segments` random segments, so a graph of k
+    segments has each node trained once in about k/sample_segments epochs. With whole graphs
+    (segment_size None or larger than the graph) both are one step per graph. `accumulate` (with
+    "segments"): the pass's segments add their gradients into one optimizer step per graph, as
+    full-graph training takes (memory still one segment's; the others' table entries are then
+    all from the current weights, so the step's gradient is the whole segmented graph's).
 
     Example::
 
@@ -478,20 +554,26 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
                           f"and 0 <= sed < 1, got {epochs}, {finetune_epochs}, {sample_segments}, {sample_configs}, {sed}")
     if fill not in ("missing", "all", "none"):
         raise LayoutError(f"fill must be 'missing', 'all' or 'none', got {fill!r}")
+    if epoch_unit not in ("segments", "graphs"):
+        raise LayoutError(f"epoch_unit must be 'segments' or 'graphs', got {epoch_unit!r}")
+    if halo < 0:
+        raise LayoutError(f"halo must be at least 0 hops, got {halo}")
+    if accumulate and epoch_unit != "segments":
+        raise LayoutError("accumulate needs epoch_unit='segments' (a pass over each graph's segments to add up)")
     if segment_size is not None and segment_size < 1:
         raise LayoutError(f"segment_size must be at least 1 (or None for whole graphs), got {segment_size}")
     t0 = time.perf_counter()
-    train = [g for g in load_split(directory, "train", segment_size) if g.labelled and g.n_configs >= 2]
+    train = [g for g in load_split(directory, "train", segment_size, halo) if g.labelled and g.n_configs >= 2]
     if not train:
         raise LayoutError(f"{Path(directory) / 'train'}: no labelled layout files with at least 2 configs")
     valid_dir = Path(directory) / "valid"
-    valid = [g for g in load_split(directory, "valid", segment_size) if g.labelled] if valid_dir.is_dir() else []
+    valid = [g for g in load_split(directory, "valid", segment_size, halo) if g.labelled] if valid_dir.is_dir() else []
     old_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
         mean, std = _standardisation(train)
-        model = LayoutModel.create(hidden, layers, segment_size, seed, mean, std)
+        model = LayoutModel.create(hidden, layers, segment_size, seed, mean, std, halo)
         net = model.net
         rng = np.random.default_rng(seed)
         gen = torch.Generator().manual_seed(seed)
@@ -499,7 +581,8 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
         opt = torch.optim.Adam(net.parameters(), lr=lr)
         res = LayoutTrainResult(model, train_graphs=len(train), max_graph_nodes=max(g.n for g in train))
         best_state, best_tau = None, -float("inf")
-        bar = _Bar(progress, epochs * len(train) + finetune_epochs * len(train), "train-layout")
+        steps = [1 if epoch_unit == "graphs" else -(-g.n_segments // sample_segments) for g in train]
+        bar = _Bar(progress, epochs * sum(steps) + finetune_epochs * len(train), "train-layout")
         try:
             for epoch in range(epochs):
                 net.train()
@@ -507,11 +590,27 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
                 te = time.perf_counter()
                 for gi in rng.permutation(len(train)):
                     g = train[gi]
-                    loss, grad_nodes = _gst_step(torch, model, g, int(gi), table, opt, rng, gen,
-                                                 sample_segments, sample_configs, sed, fill)
-                    losses.append(loss)
-                    res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
-                    bar.update(1, loss=float(np.mean(losses)))
+                    if steps[gi] == 1:       # GST's code's step (and a whole graph's): random segments
+                        loss, grad_nodes = _gst_step(torch, model, g, int(gi), table, opt, rng, gen,
+                                                     sample_segments, sample_configs, sed, fill)
+                        losses.append(loss)
+                        res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
+                        bar.update(1, loss=float(np.mean(losses)))
+                        continue
+                    # one pass over the graph's segments, on one sample of its configs
+                    configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
+                    order = rng.permutation(g.n_segments)
+                    current: set[int] = set()       # segments whose entries for these configs this pass computed
+                    for k in range(0, g.n_segments, sample_segments):
+                        segs = np.sort(order[k:k + sample_segments])
+                        last = k + sample_segments >= g.n_segments
+                        loss, grad_nodes = _gst_step(torch, model, g, int(gi), table, opt, rng, gen,
+                                                     sample_segments, sample_configs, sed, fill,
+                                                     configs=configs, segs=segs, current=current,
+                                                     zero=not accumulate or k == 0, update=not accumulate or last)
+                        losses.append(loss)
+                        res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
+                        bar.update(1, loss=float(np.mean(losses)))
                 seconds = time.perf_counter() - te
                 tau = mean_tau(model, valid) if valid else float("nan")
                 bar.update(0, tau=tau)
@@ -541,13 +640,22 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
 
 
 def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: History, opt, rng: np.random.Generator,  # type: ignore[no-untyped-def]
-              gen, sample_segments: int, sample_configs: int, sed: float, fill: str = "all") -> tuple[float, int]:
-    """One GST step on graph g: forward/backward through the sampled segments only; the rest from the
-    table (Stale Embedding Dropout); push the fresh embeddings. Returns the loss and the nodes run
-    with gradient."""
+              gen, sample_segments: int, sample_configs: int, sed: float, fill: str = "all",
+              configs: np.ndarray | None = None, segs: np.ndarray | None = None,
+              current: set[int] | None = None, zero: bool = True, update: bool = True) -> tuple[float, int]:
+    """One GST step on graph g: forward/backward through the sampled segments only (`segs`, or
+    sample_segments drawn at random, on `configs` or sample_configs drawn); the rest from the table
+    (Stale Embedding Dropout); push the fresh embeddings. `current`: segments whose table entries
+    for these configs were computed in the caller's pass over the graph (fill="all" does not
+    recompute them; the step adds the ones it computes). zero / update: whether the step clears the
+    gradients first / takes the optimizer step (False: the backbone's gradients accumulate for a
+    later step; the head's are left as they were, since the updating step adds them once).
+    Returns the loss and the nodes run with gradient (a segment's own and its halo)."""
     net = model.net
-    configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
-    segs = np.sort(rng.choice(g.n_segments, size=min(sample_segments, g.n_segments), replace=False))
+    if configs is None:
+        configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
+    if segs is None:
+        segs = np.sort(rng.choice(g.n_segments, size=min(sample_segments, g.n_segments), replace=False))
     nodes_per = np.diff(g.bounds).astype(np.float32)
     cfg_per = np.array([b - a for a, b in g.seg_cfg], np.float32)
     c = len(configs)
@@ -561,9 +669,13 @@ def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: Histo
         if fill != "none":       # compute the missing (or all) others without gradient, one segment at a time
             with torch.no_grad():
                 for j, s in enumerate(others):
+                    if current is not None and int(s) in current:
+                        continue
                     todo = configs if fill == "all" else configs[~filled[j].numpy()]
                     if len(todo):
                         table.push(gi, int(s), todo, model.segment_sums(g, int(s), todo))
+                    if current is not None:
+                        current.add(int(s))
             stale, filled = table.pull(gi, others, configs)
         # Stale Embedding Dropout, one draw per segment shared by the step's configs (a segment kept for
         # some configs and not others would move their scores apart by which nodes the mean covers, not
@@ -576,13 +688,23 @@ def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: Histo
     pred = net.score(sums, nodes, cfg_nodes)
     rt = torch.from_numpy(g.runtime[configs]).float()
     loss = pairwise_hinge(torch, pred, rt)
-    opt.zero_grad()
+    if zero:
+        opt.zero_grad()
+    # accumulating (update=False): every step of a pass has the same loss, whose gradient reaches the
+    # head at each of them; the head keeps only the step that updates (the backbone's add up over the
+    # segments, each through its own segment)
+    head = [] if update else [(q, None if q.grad is None else q.grad.clone()) for q in net.head.parameters()]
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-    opt.step()
+    for q, gr in head:
+        q.grad = gr
+    if update:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
     for s, f in zip(segs, fresh):
         table.push(gi, int(s), configs, f)
-    return float(loss.detach()), int(nodes_per[segs].sum())
+        if current is not None:
+            current.add(int(s))
+    return float(loss.detach()), sum(g.run_nodes(int(s)) for s in segs)
 
 
 def _finetune_head(torch, model: LayoutModel, train: Sequence[PreparedGraph], valid: Sequence[PreparedGraph],  # type: ignore[no-untyped-def]
@@ -632,7 +754,7 @@ def evaluate_layout(directory: str | os.PathLike[str], model: LayoutModel | str 
     """
     if not isinstance(model, LayoutModel):
         model = LayoutModel.load(model)
-    graphs = load_split(directory, split, model.segment_size)
+    graphs = load_split(directory, split, model.segment_size, model.halo)
     if not graphs:
         raise LayoutError(f"{Path(directory) / split}: no layout .npz files")
     rng = np.random.default_rng(seed)

@@ -76,6 +76,33 @@ def test_segments_are_bounded_and_keep_only_their_edges() -> None:
         assert (e >= 0).all() and (e < p.bounds[s + 1] - p.bounds[s]).all()
     assert sum(b - a for a, b in p.seg_cfg) == len(g.node_config_ids)
     assert lm.prepare_graph(g, None).n_segments == 1
+    assert [p.run_nodes(s) for s in range(4)] == np.diff(p.bounds).tolist()      # no halo: own nodes only
+
+
+def test_a_halo_brings_the_cut_edges_back_as_read_only_context() -> None:
+    g = generate_layout_graph(250, 6, np.random.default_rng(1))
+    p, h = lm.prepare_graph(g, 64), lm.prepare_graph(g, 64, halo=1)
+    assert h.n_segments == p.n_segments and (h.bounds == p.bounds).all() and h.seg_cfg == p.seg_cfg
+    edges = {tuple(e) for e in g.edge_index.tolist()}
+    for s in range(h.n_segments):
+        a, b = int(h.bounds[s]), int(h.bounds[s + 1])
+        nodes = h.seg_nodes[s]
+        assert nodes[:b - a].tolist() == list(range(a, b)) and len(set(nodes.tolist())) == len(nodes)
+        touching = {e for e in edges if a <= e[0] < b or a <= e[1] < b}
+        kept = {(int(nodes[c]), int(nodes[q])) for c, q in h.seg_edges[s]}
+        assert touching <= kept <= edges                          # every edge of the segment's nodes, cut or not
+        assert h.run_nodes(s) < 64 + 40                           # the halo is the cut edges' other ends
+        own_cfg = h.seg_cfg[s][1] - h.seg_cfg[s][0]
+        assert (h.cfg_ids[h.seg_cfg_cols[s][:own_cfg]] == np.arange(a, b)[np.isin(np.arange(a, b), h.cfg_ids)]).all()
+        assert (nodes[h.seg_cfg_pos[s]] == h.cfg_ids[h.seg_cfg_cols[s]]).all()
+    assert sum(map(len, h.seg_edges)) > len(g.edge_index) > sum(map(len, p.seg_edges))
+    # a halo of as many hops as the network has layers gives each segment's own nodes their full-graph
+    # states: the segments' sums add up to the whole graph's
+    model = lm.LayoutModel.create(hidden=8, layers=2)
+    full = model.graph_sums(lm.prepare_graph(g, None), np.arange(6))
+    exact = model.graph_sums(lm.prepare_graph(g, 64, halo=2), np.arange(6))
+    torch.testing.assert_close(exact, full, rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(model.graph_sums(p, np.arange(6)), full, rtol=1e-4, atol=1e-4)
 
 
 def test_gst_backprop_runs_through_the_sampled_segments_only(tiny: Path) -> None:
@@ -157,13 +184,95 @@ def test_the_layout_model_beats_random_on_held_out_graphs(tiny: Path, tmp_path: 
 def test_gst_training_with_segments_smaller_than_the_graph(tiny: Path, tmp_path: Path) -> None:
     res = lm.train_layout(tiny, out=tmp_path / "g.pt", epochs=6, segment_size=50, sample_segments=1,
                           sample_configs=8, sed=0.5, finetune_epochs=1, hidden=16, layers=2, progress=False, threads=1)
-    assert res.max_graph_nodes > 100 and 0 < res.max_grad_nodes <= 50
+    halo_max = max(g.run_nodes(s) for g in lm.load_split(tiny, "train", 50, 1) for s in range(g.n_segments))
+    assert res.max_graph_nodes > 100 and 50 < res.max_grad_nodes <= halo_max < 100   # a segment and its halo
     assert [h["phase"] for h in res.history] == ["gst"] * 6 + ["finetune"]
     model = lm.LayoutModel.load(tmp_path / "g.pt")
-    assert model.segment_size == 50
-    g = lm.load_split(tiny, "test", 50)[0]
+    assert model.segment_size == 50 and model.halo == 1
+    g = lm.load_split(tiny, "test", 50, 1)[0]
     np.testing.assert_allclose(model.predict(g), res.model.predict(g), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(model.predict(g, chunk=3), model.predict(g), rtol=1e-5, atol=1e-6)
+
+
+def test_without_a_halo_a_step_runs_its_segment_only(tiny: Path) -> None:
+    res = lm.train_layout(tiny, epochs=2, segment_size=50, halo=0, sample_configs=8, finetune_epochs=0, hidden=8,
+                          layers=1, progress=False, threads=1)
+    assert 0 < res.max_grad_nodes <= 50 and res.model.halo == 0
+
+
+def test_an_epoch_trains_every_segment_once(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """epoch_unit="segments" (the default): each graph's segments are all trained once per epoch, in
+    consecutive steps on one sample of its configs; "graphs" (GST's code): one step per graph."""
+    calls: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
+    updates: list[bool] = []
+    real = lm._gst_step
+
+    def recording(torch, model, g, gi, *a, **k):  # type: ignore[no-untyped-def]
+        out = real(torch, model, g, gi, *a, **k)
+        calls.append((gi, tuple(k["segs"].tolist()) if k.get("segs") is not None else (), tuple(k["configs"].tolist())
+                      if k.get("configs") is not None else ()))
+        updates.append(k.get("update", True))
+        return out
+
+    monkeypatch.setattr(lm, "_gst_step", recording)
+    graphs = lm.load_split(tiny, "train", 50, 1)
+    lm.train_layout(tiny, epochs=1, segment_size=50, sample_segments=2, sample_configs=8, finetune_epochs=0,
+                    hidden=8, layers=1, progress=False, threads=1)
+    assert len(calls) == sum(-(-g.n_segments // 2) for g in graphs)
+    for gi, g in enumerate(graphs):
+        mine = [c for c in calls if c[0] == gi]
+        assert sorted(s for c in mine for s in c[1]) == list(range(g.n_segments))
+        assert len({c[2] for c in mine}) == 1 and len(mine[0][2]) == 8
+    assert all(updates)                                     # an optimizer step per step
+    # accumulate: the same pass, one optimizer step per graph (as many as full-graph training takes)
+    calls.clear()
+    updates.clear()
+    lm.train_layout(tiny, epochs=1, segment_size=50, sample_segments=2, sample_configs=8, finetune_epochs=0,
+                    hidden=8, layers=1, progress=False, threads=1, accumulate=True)
+    assert len(calls) == sum(-(-g.n_segments // 2) for g in graphs) and sum(updates) == len(graphs)
+    calls.clear()
+    lm.train_layout(tiny, epochs=1, segment_size=50, sample_segments=2, sample_configs=8, finetune_epochs=0,
+                    hidden=8, layers=1, progress=False, threads=1, epoch_unit="graphs")
+    assert sorted(c[0] for c in calls) == list(range(len(graphs)))
+
+
+def test_accumulated_segment_gradients_are_the_whole_graphs(tiny: Path) -> None:
+    """With every other segment fresh, the gradients of a pass over a graph's segments add up to the
+    gradient of the whole (segmented) graph's loss, each computed with one segment's autograd graph."""
+    g = max(lm.load_split(tiny, "train", 50, 1), key=lambda p: p.n)
+    assert g.n_segments >= 3
+    model = lm.LayoutModel.create(hidden=8, layers=2, segment_size=50, halo=1)
+    net, configs = model.net, np.arange(8)
+    sums = sum(model.segment_sums(g, s, configs) for s in range(g.n_segments))
+    pred = net.score(sums, torch.full((8,), float(g.n)), torch.full((8,), float(len(g.cfg_ids))))
+    loss = lm.pairwise_hinge(torch, pred, torch.from_numpy(g.runtime[configs]).float())
+    whole = torch.autograd.grad(loss, list(net.parameters()), allow_unused=True)
+    table = lm.History(torch, [g], 16)
+    opt = torch.optim.SGD(net.parameters(), lr=0.0)
+    rng, gen, current = np.random.default_rng(0), torch.Generator().manual_seed(0), set()
+    for s in range(g.n_segments):           # the last step updates (lr 0: the weights stay), after clipping
+        lm._gst_step(torch, model, g, 0, table, opt, rng, gen, 1, 8, 0.0, configs=configs, segs=np.array([s]),
+                     current=current, zero=s == 0, update=s == g.n_segments - 1)
+    whole = [torch.zeros_like(p) if w is None else w for p, w in zip(net.parameters(), whole)]
+    clip = min(1.0, 1.0 / (float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(w) for w in whole])))
+                           + 1e-6))
+    for p, w in zip(net.parameters(), whole):
+        torch.testing.assert_close(p.grad, w * clip, rtol=1e-4, atol=1e-6)
+
+
+def test_a_model_file_from_before_halos_loads_without_one(tmp_path: Path) -> None:
+    m = lm.LayoutModel.create(hidden=8, layers=1, segment_size=50, halo=1)
+    m.save(tmp_path / "m.pt")
+    d = torch.load(tmp_path / "m.pt", weights_only=True)
+    params = json.loads(d["params"])
+    del params["halo"]                                 # what version 2 wrote before --halo
+    d["params"] = json.dumps(params)
+    torch.save(d, tmp_path / "old.pt")
+    assert lm.LayoutModel.load(tmp_path / "old.pt").halo == 0
+    d["version"] = 1
+    torch.save(d, tmp_path / "v1.pt")
+    with pytest.raises(lm.LayoutError, match="version 1.*train it again"):
+        lm.LayoutModel.load(tmp_path / "v1.pt")
 
 
 def test_errors_name_the_problem(tmp_path: Path) -> None:
@@ -174,6 +283,10 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
         lm.LayoutModel.load(tmp_path / "x.pt")
     with pytest.raises(lm.LayoutError, match="segment_size"):
         lm.train_layout(tmp_path, segment_size=0, progress=False)
+    with pytest.raises(lm.LayoutError, match="epoch_unit"):
+        lm.train_layout(tmp_path, epoch_unit="steps", progress=False)
+    with pytest.raises(lm.LayoutError, match="halo"):
+        lm.train_layout(tmp_path, halo=-1, progress=False)
 
 
 def test_a_missing_torch_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,12 +310,13 @@ def test_the_cli_generates_trains_and_evaluates_a_tiny_set(tmp_path: Path, capsy
                  "--configs", "8"]) == 0
     assert "SYNTHETIC" in capsys.readouterr().out and (d / "SYNTHETIC.json").exists()
     assert main(["train-layout", str(d), "--out", str(model), "--epochs", "2", "--segment-size", "40",
-                 "--finetune-epochs", "1", "--hidden", "8", "--layers", "1", "--no-progress",
-                 "--json", str(tmp_path / "train.json")]) == 0
+                 "--finetune-epochs", "1", "--hidden", "8", "--layers", "1", "--no-progress", "--halo", "0",
+                 "--epoch", "graphs", "--json", str(tmp_path / "train.json")]) == 0
     out = capsys.readouterr().out
     assert "best validation tau" in out and model.exists()
     summary = json.loads((tmp_path / "train.json").read_text())
     assert summary["params"]["segment_size"] == 40 and summary["max_grad_nodes"] <= 40
+    assert summary["params"]["halo"] == 0 and len([h for h in summary["history"] if h["phase"] == "gst"]) == 2
     assert main(["evaluate-layout", str(d), "--model", str(model), "--no-progress", "--json",
                  str(tmp_path / "ev.json"), "--csv", str(tmp_path / "sub.csv")]) == 0
     assert "mean Kendall tau" in capsys.readouterr().out
@@ -214,6 +328,9 @@ def test_the_cli_generates_trains_and_evaluates_a_tiny_set(tmp_path: Path, capsy
     assert err.startswith("autotune: error:") and "train" in err and "\n" not in err
     assert main(["train-layout", str(d), "--sed", "1.5"]) == 2
     assert "sed" in capsys.readouterr().err
+    assert main(["train-layout", str(d), "--accumulate", "--epoch", "graphs", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "accumulate" in err and "\n" not in err
 
 
 def test_the_cli_names_the_gnn_extra_without_torch(tmp_path: Path, capsys: pytest.CaptureFixture[str],
