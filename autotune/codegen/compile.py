@@ -282,24 +282,25 @@ class Kernel:
         ext = self.nest.main.parallel_extent
         if ext is None:
             own = scratch_of(self.nest.main)
+            rest = (*inter, *own)  # after the inputs and the output
             if check_finite:
                 checked = main.checked(len(self.nest.inputs))
 
-                tail = (*inter, *own)
-
                 def run_checked(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                     if shapes:
-                        ok = checked(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + tail)
+                        ok = checked(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
                     else:
-                        ok = checked(ins, (out,) + tail)
+                        ok = checked(ins, (out,) + rest)
                     return out if ok else None
                 return run_checked
 
+            direct = main.direct()
+
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                 if shapes:
-                    main(*(a.reshape(sh) for a, sh in zip(ins, shapes)), out.reshape(oshape), *inter, *own)
+                    direct((*[a.reshape(sh) for a, sh in zip(ins, shapes)], out.reshape(oshape)) + rest)
                 else:
-                    main(*ins, out, *inter, *own)
+                    direct((*ins, out) + rest)
                 return out
             return run
         pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()

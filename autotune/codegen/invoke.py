@@ -102,6 +102,11 @@ class Invoker:
     def __call__(self, *args: Any) -> None:
         self._call(self.address, args)
 
+    def direct(self) -> Callable[[tuple[Any, ...]], None]:
+        """`call(args)`: the function run on the tuple `args`, with no Python frame of this class in
+        between (a tuned op's fast path)."""
+        return functools.partial(self._call, self.address)
+
     def checked(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
         """`call(inputs, rest)`: the function run on `inputs + rest` (its first n_inputs arguments,
         then the others) and True, unless an input array holds NaN or ±Inf: then False, and
