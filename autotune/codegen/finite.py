@@ -5,7 +5,8 @@ A tuned op checks its inputs before every call (its kernels are compiled assumin
 1024-element input and twice the input's traffic on a large one. This sums `a * 0` instead, in
 compiled code: each term is 0 for a finite value and NaN for NaN or ±Inf, so the sum is 0 exactly
 when every value is finite. Only reassociation is allowed to the compiler (to vectorize the sum):
-without `nnan` and `ninf` it may not fold `x * 0` to 0.
+without `nnan` and `ninf` it may not fold `x * 0` to 0. The compiled check is defined once, in
+autotune.codegen.invoke (`finite`), whose trampoline runs it too, in one call with the kernel.
 
     >>> import numpy as np
     >>> all_finite(np.ones((3, 4), np.float32)), all_finite(np.array([1.0, np.inf]))
@@ -20,23 +21,9 @@ from typing import Callable
 
 import numpy as np
 
-from autotune.codegen.healing import healing_njit
+from autotune.codegen.invoke import compiled_finite, finite
 
 _COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-@healing_njit(fastmath={"reassoc"}, nogil=True, cache=True)
-def _compiled_all_finite(a):  # type: ignore[no-untyped-def]
-    flat = a.reshape(a.size)  # a view: `a` is C-contiguous
-    zero = flat.dtype.type(0)
-    s = zero
-    for i in range(flat.size):
-        s += flat[i] * zero
-    return s == zero
-
-
-def _numpy_all_finite(a: np.ndarray) -> bool:
-    return bool(np.isfinite(a).all())
 
 
 def finite_check(dtype: np.dtype, *, contiguous: bool) -> Callable[[np.ndarray], bool] | None:
@@ -44,7 +31,7 @@ def finite_check(dtype: np.dtype, *, contiguous: bool) -> Callable[[np.ndarray],
     (integers, booleans): the compiled one for contiguous float32/float64, NumPy's otherwise."""
     if dtype.kind in "biu":
         return None
-    return _compiled_all_finite if contiguous and dtype in _COMPILED else _numpy_all_finite
+    return compiled_finite if contiguous and dtype in _COMPILED else finite
 
 
 def all_finite(a: np.ndarray) -> bool:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+import numpy as np
+
 from autotune.environment import configure_numba
 
 configure_numba()
@@ -53,12 +55,14 @@ def _invoke(address, args):  # type: ignore[no-untyped-def]
     _call_at(address, args)
 
 
-def _finite(a):  # type: ignore[no-untyped-def]
-    """True unless the array holds NaN or ±Inf (compiled only; see autotune.codegen.finite)."""
-    raise NotImplementedError("_finite runs compiled only")
+def finite(a: np.ndarray) -> bool:
+    """True unless `a` holds NaN or ±Inf: NumPy's answer when called from Python (any array); in
+    compiled code (the overload below) one read of a C-contiguous `a` and no allocation.
+    autotune.codegen.finite chooses between them for a call path."""
+    return bool(np.isfinite(a).all())
 
 
-@overload(_finite, jit_options={"fastmath": {"reassoc"}})
+@overload(finite, jit_options={"fastmath": {"reassoc"}})
 def _finite_compiled(a):  # type: ignore[no-untyped-def]
     if isinstance(a, types.Array) and isinstance(a.dtype, types.Float):
         def check(a):  # type: ignore[no-untyped-def]
@@ -72,11 +76,19 @@ def _finite_compiled(a):  # type: ignore[no-untyped-def]
     return lambda a: True  # integers and booleans are always finite
 
 
+# Both compiled users of the check live in this module: Numba's cache of a function is keyed on its
+# own file only, so a user in another file would keep an old check's code after this one changed.
+@healing_njit(nogil=True, cache=True)
+def compiled_finite(a):  # type: ignore[no-untyped-def]
+    """finite(a), compiled: a C-contiguous float array's check, called from Python."""
+    return finite(a)
+
+
 @healing_njit(nogil=True, cache=True)
 def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
     ok = True
     for a in literal_unroll(inputs):
-        ok = ok and _finite(a)
+        ok = ok and finite(a)
     if ok:
         _call_at(address, inputs + rest)
     return ok
