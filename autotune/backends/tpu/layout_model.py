@@ -583,19 +583,22 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
         best_state, best_tau = None, -float("inf")
         steps = [1 if epoch_unit == "graphs" else -(-g.n_segments // sample_segments) for g in train]
         bar = _Bar(progress, epochs * sum(steps) + finetune_epochs * len(train), "train-layout")
+        losses: list[float] = []  # this epoch's
+
+        def record(loss: float, grad_nodes: int) -> None:
+            losses.append(loss)
+            res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
+            bar.update(1, loss=float(np.mean(losses)))
         try:
             for epoch in range(epochs):
                 net.train()
-                losses = []
+                losses.clear()
                 te = time.perf_counter()
                 for gi in rng.permutation(len(train)):
                     g = train[gi]
                     if steps[gi] == 1:       # GST's code's step (and a whole graph's): random segments
-                        loss, grad_nodes = _gst_step(torch, model, g, int(gi), table, opt, rng, gen,
-                                                     sample_segments, sample_configs, sed, fill)
-                        losses.append(loss)
-                        res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
-                        bar.update(1, loss=float(np.mean(losses)))
+                        record(*_gst_step(torch, model, g, int(gi), table, opt, rng, gen,
+                                          sample_segments, sample_configs, sed, fill))
                         continue
                     # one pass over the graph's segments, on one sample of its configs
                     configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
@@ -604,13 +607,10 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
                     for k in range(0, g.n_segments, sample_segments):
                         segs = np.sort(order[k:k + sample_segments])
                         last = k + sample_segments >= g.n_segments
-                        loss, grad_nodes = _gst_step(torch, model, g, int(gi), table, opt, rng, gen,
-                                                     sample_segments, sample_configs, sed, fill,
-                                                     configs=configs, segs=segs, current=current,
-                                                     zero=not accumulate or k == 0, update=not accumulate or last)
-                        losses.append(loss)
-                        res.max_grad_nodes = max(res.max_grad_nodes, grad_nodes)
-                        bar.update(1, loss=float(np.mean(losses)))
+                        record(*_gst_step(torch, model, g, int(gi), table, opt, rng, gen,
+                                          sample_segments, sample_configs, sed, fill,
+                                          configs=configs, segs=segs, current=current,
+                                          zero=not accumulate or k == 0, update=not accumulate or last))
                 seconds = time.perf_counter() - te
                 tau = mean_tau(model, valid) if valid else float("nan")
                 bar.update(0, tau=tau)
