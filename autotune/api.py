@@ -233,44 +233,102 @@ class TunedOp:
         assert res.best_config is not None  # tune raises NoValidConfig otherwise
         return task.build(res.best_config)
 
-    def _prepare(self, arrays: tuple[np.ndarray, ...], key: tuple) -> Callable[..., np.ndarray]:
-        """Check the arrays (task_for: before any tuning) and make the fast call for their key."""
+    def _prepare(self, arrays: tuple[np.ndarray, ...], key: tuple) -> tuple[Callable[..., np.ndarray], tuple | None]:
+        """Check the arrays (task_for: before any tuning) and make the call path for their key:
+        (call(arrays, out), fast), fast being (compiled entry, its other arrays, the output's shape
+        and dtype, whether the entry checks the inputs) for __call__ to run without call's frame
+        when out is None, or None."""
         task = self.task_for(*arrays)
         k = self._kernel(task)
         name = self.template.name
         args = task.arguments()
-        # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
-        run = k.prepare(check_finite=self.options.check_finite)
-        oshape, odtype = k.output_shape, k.nest.output.dtype
+        oshape, odtype = k.output_shape, np.dtype(k.nest.output.dtype)
         contiguous = all(a.flags.c_contiguous for a in arrays)
+        check = self.options.check_finite
+        # one-thread kernels taking the op's arrays as they come: the compiled entry called from this
+        # frame, the only Python one on the way (each frame is call overhead)
+        entry = k.trampoline(check_finite=check) if contiguous and getattr(k, "order", ()) == tuple(
+            range(len(arrays))) else None
 
-        def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
-            ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
-            if out is None:
-                out = np.empty(oshape, odtype)
-            else:
-                check_out(out, oshape, odtype, name)
-                check_disjoint(ins, out)
-            result = run(ins, out)
-            if result is None:
-                return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out)
-            return result
-        calls = self._local.__dict__.setdefault("calls", {})
-        calls[key] = call
-        return call
+        def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
+            return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
+
+        if entry is not None and check:
+            checked, rest = entry
+
+            def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
+                if out is None:
+                    out = np.empty(oshape, odtype)
+                else:
+                    check_out(out, oshape, odtype, name)
+                    check_disjoint(arrays, out)
+                return out if checked(arrays, (out,) + rest) else nonfinite(arrays, out)
+            fast: tuple | None = (checked, rest, oshape, odtype, True)
+        elif entry is not None:
+            direct, rest = entry
+
+            def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
+                if out is None:
+                    out = np.empty(oshape, odtype)
+                else:
+                    check_out(out, oshape, odtype, name)
+                    check_disjoint(arrays, out)
+                direct((*arrays, out) + rest)
+                return out
+            fast = (direct, rest, oshape, odtype, False)
+        else:
+            # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
+            run = k.prepare(check_finite=check)
+
+            def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
+                ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
+                if out is None:
+                    out = np.empty(oshape, odtype)
+                else:
+                    check_out(out, oshape, odtype, name)
+                    check_disjoint(ins, out)
+                result = run(ins, out)
+                return nonfinite(ins, out) if result is None else result
+            fast = None
+        self._local.__dict__.setdefault("calls", {})[key] = (call, fast)
+        return call, fast
 
     def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        local = self._local.__dict__
+        last = local.get("last")  # (logs in force, layouts, call, fast): this thread's last call path
+        if last is not None and last[0] is _history.get():
+            seen, n = last[1], len(arrays)
+            try:  # compared array by array: no key to build and hash (each step is call overhead)
+                hit = n == len(seen) and (_layout(arrays[0]) == seen[0] if n == 1 else
+                                          _layout(arrays[0]) == seen[0] and _layout(arrays[1]) == seen[1]
+                                          if n == 2 else tuple(map(_layout, arrays)) == seen)
+            except AttributeError:
+                hit = False
+            if hit:
+                fast = last[3]
+                if out is None and fast is not None:  # the compiled entry from this frame
+                    entry, rest, oshape, odtype, checked = fast
+                    result = np.empty(oshape, odtype)
+                    if not checked:
+                        entry((*arrays, result) + rest)
+                        return result
+                    if entry(arrays, (result,) + rest):
+                        return result
+                return last[2](arrays, out)  # (an input with NaN or Inf: call answers it)
         try:
-            key = (tuple(map(_layout, arrays)), _history.get())
+            layouts = tuple(map(_layout, arrays))
         except AttributeError:  # not all arrays: convert once, then the same path
             return self(*(np.asarray(a) for a in arrays), out=out)
-        call = self._local.__dict__.get("calls", _NO_CALLS).get(key)
-        if call is None:
-            call = self._prepare(arrays, key)
-        return call(arrays, out)
+        history = _history.get()
+        key = (layouts, history)
+        path = local.get("calls", _NO_CALLS).get(key)
+        if path is None:
+            path = self._prepare(arrays, key)
+        local["last"] = (history, layouts, *path)
+        return path[0](arrays, out)
 
 
-_NO_CALLS: dict[tuple, Callable[..., np.ndarray]] = {}
+_NO_CALLS: dict[tuple, tuple[Callable[..., np.ndarray], tuple | None]] = {}
 _layout = operator.attrgetter("shape", "dtype", "strides")  # what a call path is chosen by, per array
 
 

@@ -170,7 +170,7 @@ def by_reference(op: str, bad: Argument, reference: Callable[[Sequence[np.ndarra
     return out
 
 
-def check_out(out: Any, shape: Sequence[int], dtype: str, who: str) -> None:
+def check_out(out: Any, shape: Sequence[int], dtype: str | np.dtype, who: str) -> None:
     """ShapeError unless `out` can take the output: an ndarray of its shape and dtype, C-contiguous
     and writable (a read-only memmap written to would kill the process).
 

@@ -272,8 +272,6 @@ class Kernel:
         shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch).
         check_finite: `run` returns None, without running the kernel, when an input holds NaN or
         ±Inf (checked in the same compiled call as the kernel's where the kernel runs on one thread)."""
-        inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
-        main, prologue = self._python_calls()
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
@@ -281,10 +279,9 @@ class Kernel:
             return tuple(aligned_empty(t.shape, t.dtype) for t in scratch(fn))
         ext = self.nest.main.parallel_extent
         if ext is None:
-            own = scratch_of(self.nest.main)
-            rest = (*inter, *own)  # after the inputs and the output
+            call, rest = self._one_thread(check_finite)  # rest: after the inputs and the output
             if check_finite:
-                checked = main.checked(len(self.nest.inputs))
+                checked = call
 
                 def run_checked(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                     if shapes:
@@ -294,7 +291,7 @@ class Kernel:
                     return out if ok else None
                 return run_checked
 
-            direct = main.direct()
+            direct = call
 
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                 if shapes:
@@ -303,6 +300,8 @@ class Kernel:
                     direct((*ins, out) + rest)
                 return out
             return run
+        inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
+        main, prologue = self._python_calls()
         pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()
         nthreads = max(1, min(self.threads, ext))
         grain = max(1, ext // (8 * nthreads))
@@ -326,6 +325,22 @@ class Kernel:
                 team_for(nthreads).run(self.main, [head + s for s in per_thread], ext, grain)
             return out
         return run_parallel
+
+    def trampoline(self, *, check_finite: bool = False) -> tuple[Callable[..., Any], tuple[np.ndarray, ...]] | None:
+        """(call, rest): the compiled entry of the one-thread path with nothing of Python in between,
+        for a caller that keeps its own frame as the only one (a tuned op's call). Checked:
+        `call(ins, (out,) + rest)` returns False, running nothing, when an input holds NaN or ±Inf;
+        unchecked: `call((*ins, out) + rest)`. Inputs and out unchecked, as for prepare(). None for
+        a kernel that runs on a thread team or takes views (use prepare())."""
+        if self.nest.main.parallel_extent is not None or self.views:
+            return None
+        return self._one_thread(check_finite)
+
+    def _one_thread(self, check_finite: bool) -> tuple[Callable[..., Any], tuple[np.ndarray, ...]]:
+        main = self._python_calls()[0]
+        rest = (*(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates),
+                *(aligned_empty(t.shape, t.dtype) for t in scratch(self.nest.main)))
+        return (main.checked(len(self.nest.inputs)) if check_finite else main.direct()), rest
 
     def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return self.bind(*arrays, out=out)()

@@ -137,3 +137,28 @@ def test_a_definition_op_runs_on_float64_arrays_and_refuses_mixed_or_integer_one
     with pytest.raises(ShapeError) as e:
         add(np.ones(4, np.float32), np.ones(4))
     _one_line(e, "X float32, Y float64", "Y.astype(np.float32)")
+
+
+def test_a_call_path_is_chosen_by_every_arrays_shape_dtype_and_strides() -> None:
+    """A tuned op remembers its last call path per thread: calls alternating between shapes,
+    dtypes, a strided view and back, with and without out=, each get their own kernel's answer."""
+    mm = autotune.op("matmul", policy="default", threads=1)
+    rng = np.random.default_rng(0)
+    a32, b32 = rng.random((8, 6), np.float32), rng.random((6, 4), np.float32)
+    a16, b16 = rng.random((16, 6), np.float32), rng.random((6, 4), np.float32)
+    big = rng.random((8, 12), np.float32)
+    strided = big[:, ::2]  # the shape of a32, other strides
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(2):
+            for a, b in [(a32, b32), (a16, b16), (a32.astype(np.float64), b32.astype(np.float64)), (strided, b32),
+                         (a32, b32)]:
+                want = a.astype(np.float64) @ b.astype(np.float64)
+                got = mm(a, b)
+                assert got.dtype == a.dtype and got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-5)
+                out = np.empty(want.shape, a.dtype)
+                assert mm(a, b, out=out) is out
+                np.testing.assert_allclose(out, want, rtol=1e-5)
+    with pytest.raises(ShapeError):
+        mm(a32, b16[:5])
