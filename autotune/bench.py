@@ -1,6 +1,7 @@
 """Benchmarks: find the best config of a template from presets and samples (the tuner's finalists
-timed again in alternating rounds with the final protocol: autotune.retime), then time it against
-NumPy (and PyTorch when installed) in the same run, in separate blocks with pauses between them.
+timed again in alternating rounds, samples as long as the final ones: autotune.retime), then time
+it against NumPy (and PyTorch when installed) in the same run, in separate blocks with pauses
+between them.
 When the machine was busy during those timings (samples spread out, or CPU time stolen: see
 measure.timing.Timing.noisy), the result says so: its ratios are rough.
 
@@ -42,10 +43,11 @@ SCHEMA_VERSION = 1
 class BenchOptions:
     """trials: configs to try (presets first, then the search's); finalists: how many of the
     fastest candidates (those within finalist_within of the fastest) are timed again, in
-    pick_rounds alternating rounds with the final protocol, before the best is chosen (a busy
-    spell of the machine favours whichever candidate was timed outside it: with 3 finalists and
-    3 rounds of the search's protocol, the 3x3 convolution's picks were 10-20% slower than its
-    preset timed in the same process); rounds: alternating baseline/kernel timing blocks for the
+    pick_rounds alternating rounds with pick_protocol (samples as long as the final protocol's,
+    fewer of them: a round's median), before the best is chosen (a busy spell of the machine
+    favours whichever candidate was timed outside it: with 3 finalists and 3 rounds of the
+    search's protocol, the 3x3 convolution's picks were 10-20% slower than its preset timed in the
+    same process); rounds: alternating baseline/kernel timing blocks for the
     final comparison; pause_s: idle time between blocks (BLAS threads keep spinning after a call
     and slow whatever runs next); max_spread: a timing of the final comparison whose samples
     spread more than this (max/min), or lost CPU time to the hypervisor, makes the result noisy."""
@@ -53,6 +55,7 @@ class BenchOptions:
     seed: int = 0
     protocol: TimingProtocol = TimingProtocol(warmup=2, number=1, repeat=5, min_repeat_ms=100)
     search_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
+    pick_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=100)
     rounds: int = 3
     finalists: int = 5
     pick_rounds: int = 5
@@ -197,7 +200,7 @@ def baseline_callables(task: Task, inputs: list[np.ndarray], which: tuple[str, .
 def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy: str | None = None,
                     cost_model: str | None = None, pretrained: str | None = None) -> tuple[TuneResult, list[Candidate]]:
     """Tune with the real tuner (isolated workers, parallel compiles), presets first, its finalists
-    timed again with the final protocol; return the run and every measurement of the task in the
+    timed again with pick_protocol; return the run and every measurement of the task in the
     log (a reused log counts; re-timings of finalists are not candidates)."""
     import tempfile
 
@@ -213,7 +216,7 @@ def tune_candidates(task: Task, options: BenchOptions, log: str | None, strategy
                       pretrained=pretrained, seed=options.seed, progress=options.progress, batch=8,
                       finalists=finalists,
                       runner_options=LocalRunnerOptions(protocol=options.search_protocol, seed=options.seed,
-                                                        retime_protocol=options.protocol))
+                                                        retime_protocol=options.pick_protocol))
         space = task.space()
         return result, [Candidate(space.validate(r.config), r.seconds if r.ok else None, r.compile_seconds,
                                   None if r.ok else f"{r.error}: {r.message}")

@@ -16,6 +16,7 @@ Example::
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -170,6 +171,22 @@ def calls_per_sample(fn: Callable[[], object], number: int, min_ms: float) -> in
         number = max(number * 2, int(number * min_ms / max(el * 1000, 1e-3) * 1.1))
 
 
+def calls_from_warmup(last: float, protocol: TimingProtocol) -> int | None:
+    """Calls per sample told by the last warm-up call's seconds, without calling fn again to find
+    out (that probe cost about two samples' time), when that call lasted at least 1/16 of a sample:
+    long enough for one call's time to say it (for a shorter call, a page fault or a timer tick
+    would be a large part of it); None otherwise (calls_per_sample finds out).
+
+    >>> calls_from_warmup(0.010, TimingProtocol(min_repeat_ms=40)), calls_from_warmup(0.050, TimingProtocol())
+    (4, 1)
+    >>> calls_from_warmup(0.001, TimingProtocol(min_repeat_ms=40)) is None
+    True
+    """
+    if protocol.number != 1 or last <= 0 or last * 1000 * 16 < protocol.min_repeat_ms:
+        return None
+    return max(1, math.ceil(protocol.min_repeat_ms / (last * 1000)))
+
+
 def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingProtocol()) -> Timing:
     """Time fn (which takes no arguments) following the protocol.
 
@@ -183,9 +200,7 @@ def time_callable(fn: Callable[[], object], protocol: TimingProtocol = TimingPro
         t0 = time.perf_counter()
         fn()
         last = time.perf_counter() - t0
-    # a warm call that lasts a sample already: one call per sample, without calling fn to find out
-    number = protocol.number if protocol.number == 1 and last * 1000 >= protocol.min_repeat_ms \
-        else calls_per_sample(fn, protocol.number, protocol.min_repeat_ms)
+    number = calls_from_warmup(last, protocol) or calls_per_sample(fn, protocol.number, protocol.min_repeat_ms)
     flush = _flusher(protocol.flush_bytes) if protocol.flush_cache else None
     samples: list[tuple[int, float, float]] = []  # (ticks stolen, share of it spent waiting, seconds per call)
     cpus = _own_cpus()
