@@ -35,7 +35,7 @@ NB_DTYPE = {"float32": "float32", "float64": "float64", "int64": "int64", "int32
 # vectorizes (np.exp, np.log, np.tanh are scalar libm calls; np.sqrt is llvm.sqrt, vectorized already)
 TRANSCENDENTALS = {"exp": "vexp", "log": "vlog", "tanh": "vtanh", "sigmoid": "vsigmoid"}
 RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel", "KernelPipeline",
-                                                    "NoAliasKernelPipeline"} | set(TRANSCENDENTALS.values())
+                                                    "NoAliasKernelPipeline", "vexp_nonpos"} | set(TRANSCENDENTALS.values())
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
@@ -46,6 +46,35 @@ PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%
 # unrolled fully; 12x32 and 28x16 were not, their accumulators left in memory. So only nests of at
 # most this many innermost statements are left to LLVM; bigger ones are copied out as before.
 LLVM_UNROLLS = 128
+
+
+def _clamped_nonpos(e: Expr) -> bool:
+    """Whether e is min(max(v, lo), 0) or max(min(v, 0), lo) (either operand order) with a constant
+    lo >= runtime.EXP_NONPOS_LO of its type: exp of it is printed as `vexp_nonpos`, which needs no
+    clamps, NaN test or second 2**n factor of its own (softmax's exp(x - max))."""
+    from autotune.codegen.runtime import EXP_NONPOS_LO
+
+    def split(b: Expr, op: str) -> tuple[Expr, float] | None:
+        if not (isinstance(b, BinOp) and b.op == op):
+            return None
+        for inner, c in ((b.a, b.b), (b.b, b.a)):
+            if isinstance(c, Const) and isinstance(c.value, (int, float)) and not isinstance(c.value, bool):
+                return inner, float(c.value)
+        return None
+    lo_bound = EXP_NONPOS_LO.get(e.dtype or "")
+    if lo_bound is None:
+        return False
+    for outer, inner_op in (("min", "max"), ("max", "min")):
+        out = split(e, outer)
+        if out is None:
+            continue
+        inn = split(out[0], inner_op)
+        if inn is None:
+            continue
+        lo, hi = (inn[1], out[1]) if outer == "min" else (out[1], inn[1])
+        if hi == 0.0 and lo_bound <= lo <= 0.0:
+            return True
+    return False
 
 
 def _statements(stmt: Stmt) -> int | None:
@@ -230,7 +259,7 @@ class Printer:
             if e.func == "abs":
                 return f"abs({x[0]})", PREC["atom"]
             if e.func == "pow2" or e.func in TRANSCENDENTALS:
-                helper = TRANSCENDENTALS.get(e.func, e.func)
+                helper = "vexp_nonpos" if e.func == "exp" and _clamped_nonpos(e.args[0]) else TRANSCENDENTALS.get(e.func, e.func)
                 self.helpers.add(helper)
                 arg = x[0] if e.args[0].dtype in ("float32", "float64") else f"{NP_DTYPE[d]}({x[0]})"  # type: ignore[index]
                 return f"{helper}({arg})", PREC["atom"]
