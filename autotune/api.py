@@ -253,43 +253,29 @@ class TunedOp:
         def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
             return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
 
-        if entry is not None and check:
-            checked, rest = entry
-
-            def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
-                if out is None:
-                    out = np.empty(oshape, odtype)
-                else:
-                    check_out(out, oshape, odtype, name)
-                    check_disjoint(arrays, out)
-                return out if checked(arrays, (out,) + rest) else nonfinite(arrays, out)
-            fast: tuple | None = (checked, rest, oshape, odtype, True)
-        elif entry is not None:
-            direct, rest = entry
-
-            def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
-                if out is None:
-                    out = np.empty(oshape, odtype)
-                else:
-                    check_out(out, oshape, odtype, name)
-                    check_disjoint(arrays, out)
-                direct((*arrays, out) + rest)
-                return out
-            fast = (direct, rest, oshape, odtype, False)
+        if entry is not None:
+            fn, rest = entry
+            fast: tuple | None = (fn, rest, oshape, odtype, check)
+            if check:
+                def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
+                    return out if fn(ins, (out,) + rest) else None
+            else:
+                def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
+                    fn((*ins, out) + rest)
+                    return out
         else:
             # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
-            run = k.prepare(check_finite=check)
+            run, fast = k.prepare(check_finite=check), None
 
-            def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
-                ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
-                if out is None:
-                    out = np.empty(oshape, odtype)
-                else:
-                    check_out(out, oshape, odtype, name)
-                    check_disjoint(ins, out)
-                result = run(ins, out)
-                return nonfinite(ins, out) if result is None else result
-            fast = None
+        def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
+            ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)
+            if out is None:
+                out = np.empty(oshape, odtype)
+            else:
+                check_out(out, oshape, odtype, name)
+                check_disjoint(ins, out)
+            result = run(ins, out)
+            return nonfinite(ins, out) if result is None else result
         self._local.__dict__.setdefault("calls", {})[key] = (call, fast)
         return call, fast
 
