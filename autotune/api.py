@@ -245,27 +245,14 @@ class TunedOp:
         oshape, odtype = k.output_shape, np.dtype(k.nest.output.dtype)
         contiguous = all(a.flags.c_contiguous for a in arrays)
         check = self.options.check_finite
-        # one-thread kernels taking the op's arrays as they come: the compiled entry called from this
+        # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
+        run, entry = k.prepared(check_finite=check)
+        # a one-thread kernel taking the arrays as they come: its compiled entry called from __call__'s
         # frame, the only Python one on the way (each frame is call overhead)
-        entry = k.trampoline(check_finite=check) if contiguous and getattr(k, "order", ()) == tuple(
-            range(len(arrays))) else None
+        fast = (*entry, oshape, odtype, check) if entry is not None and contiguous else None
 
         def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
             return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
-
-        if entry is not None:
-            fn, rest = entry
-            fast: tuple | None = (fn, rest, oshape, odtype, check)
-            if check:
-                def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
-                    return out if fn(ins, (out,) + rest) else None
-            else:
-                def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
-                    fn((*ins, out) + rest)
-                    return out
-        else:
-            # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
-            run, fast = k.prepare(check_finite=check), None
 
         def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
             ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)

@@ -27,6 +27,7 @@ import numpy as np
 from autotune.codegen import Kernel, build, generate_source
 from autotune.codegen.buffers import aligned_copy
 from autotune.codegen.check import check_output, poisoned
+from autotune.codegen.compile import Entry, Run
 from autotune.codegen.finite import all_finite
 from autotune.environment import settings
 from autotune.errors import AutotuneError, ShapeError
@@ -141,13 +142,14 @@ class OpKernel(Kernel):
             check_out(out, self.output_shape, self.nest.output.dtype, self.op or "kernel")
         return super().bind(*self.select(arrays), out=out)
 
-    def prepare(self, *, check_finite: bool = False) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray | None]:
-        """Kernel.prepare over the call's arrays (unchecked, as there; check_finite as there)."""
-        run = super().prepare(check_finite=check_finite)
+    def prepared(self, *, check_finite: bool = False) -> tuple[Run, Entry | None]:
+        """Kernel.prepared over the call's arrays (unchecked, as there; check_finite as there): the
+        compiled entry only where the compiled function takes them in the op's order."""
+        run, entry = super().prepared(check_finite=check_finite)
         order = self.order
         if order == tuple(range(len(self.arguments))):
-            return run
-        return lambda ins, out: run(tuple(ins[i] for i in order), out)
+            return run, entry
+        return (lambda ins, out: run(tuple(ins[i] for i in order), out)), None
 
 
 def first_nonfinite(arguments: Sequence[Argument], arrays: Sequence[np.ndarray]) -> Argument | None:

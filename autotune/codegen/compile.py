@@ -58,6 +58,10 @@ from autotune.codegen.invoke import invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
+Run = Callable[[tuple[np.ndarray, ...], np.ndarray], "np.ndarray | None"]  # Kernel.prepare's call
+Entry = tuple[Callable[..., Any], tuple[np.ndarray, ...]]  # a compiled entry and its trailing arrays (Kernel.prepared)
+
+
 def _cache_key_extra() -> str:
     env = configure_numba()
     return f"numba={numba.__version__};runtime={RUNTIME_VERSION};" + ";".join(f"{k}={v}" for k, v in sorted(env.items()))
@@ -266,42 +270,49 @@ class Kernel:
             return result
         return run_parallel
 
-    def prepare(self, *, check_finite: bool = False) -> Callable[[tuple[np.ndarray, ...], np.ndarray], np.ndarray | None]:
+    def prepare(self, *, check_finite: bool = False) -> Run:
         """A reusable call `run(inputs, out)` with the intermediates and scratch allocated once: the
         fast path of a tuned op. Unchecked: inputs must be C-contiguous arrays of the declared
         shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch).
         check_finite: `run` returns None, without running the kernel, when an input holds NaN or
         ±Inf (checked in the same compiled call as the kernel's where the kernel runs on one thread)."""
+        return self.prepared(check_finite=check_finite)[0]
+
+    def prepared(self, *, check_finite: bool = False) -> tuple[Run, Entry | None]:
+        """prepare()'s `run`, and the compiled entry `(call, rest)` it calls, for a caller that calls
+        it from its own frame (no Python frame in between: a tuned op's call), where the kernel runs
+        on one thread and takes the arrays as they are (no views); None otherwise. `rest` are run's
+        own intermediates and scratch. Checked: `call(ins, (out,) + rest)` returns False, running
+        nothing, when an input holds NaN or ±Inf; unchecked: `call((*ins, out) + rest)`. Inputs
+        and out unchecked, as for run."""
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
         def scratch_of(fn: Function) -> tuple[np.ndarray, ...]:
             return tuple(aligned_empty(t.shape, t.dtype) for t in scratch(fn))
+        inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
+        main, prologue = self._python_calls()
         ext = self.nest.main.parallel_extent
         if ext is None:
-            call, rest = self._one_thread(check_finite)  # rest: after the inputs and the output
+            rest = (*inter, *scratch_of(self.nest.main))  # after the inputs and the output
+            call = main.checked(len(self.nest.inputs)) if check_finite else main.direct()
+            entry = None if shapes else (call, rest)
             if check_finite:
-                checked = call
-
                 def run_checked(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                     if shapes:
-                        ok = checked(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
+                        ok = call(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
                     else:
-                        ok = checked(ins, (out,) + rest)
+                        ok = call(ins, (out,) + rest)
                     return out if ok else None
-                return run_checked
-
-            direct = call
+                return run_checked, entry
 
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                 if shapes:
-                    direct((*[a.reshape(sh) for a, sh in zip(ins, shapes)], out.reshape(oshape)) + rest)
+                    call((*[a.reshape(sh) for a, sh in zip(ins, shapes)], out.reshape(oshape)) + rest)
                 else:
-                    direct((*ins, out) + rest)
+                    call((*ins, out) + rest)
                 return out
-            return run
-        inter = tuple(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates)
-        main, prologue = self._python_calls()
+            return run, entry
         pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()
         nthreads = max(1, min(self.threads, ext))
         grain = max(1, ext // (8 * nthreads))
@@ -324,23 +335,7 @@ class Kernel:
             else:
                 team_for(nthreads).run(self.main, [head + s for s in per_thread], ext, grain)
             return out
-        return run_parallel
-
-    def trampoline(self, *, check_finite: bool = False) -> tuple[Callable[..., Any], tuple[np.ndarray, ...]] | None:
-        """(call, rest): the compiled entry of the one-thread path with nothing of Python in between,
-        for a caller that keeps its own frame as the only one (a tuned op's call). Checked:
-        `call(ins, (out,) + rest)` returns False, running nothing, when an input holds NaN or ±Inf;
-        unchecked: `call((*ins, out) + rest)`. Inputs and out unchecked, as for prepare(). None for
-        a kernel that runs on a thread team or takes views (use prepare())."""
-        if self.nest.main.parallel_extent is not None or self.views:
-            return None
-        return self._one_thread(check_finite)
-
-    def _one_thread(self, check_finite: bool) -> tuple[Callable[..., Any], tuple[np.ndarray, ...]]:
-        main = self._python_calls()[0]
-        rest = (*(aligned_empty(t.shape, t.dtype) for t in self.nest.intermediates),
-                *(aligned_empty(t.shape, t.dtype) for t in scratch(self.nest.main)))
-        return (main.checked(len(self.nest.inputs)) if check_finite else main.direct()), rest
+        return run_parallel, None
 
     def __call__(self, *arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return self.bind(*arrays, out=out)()

@@ -191,10 +191,14 @@ class _Emit:
         return self.float(self.b.shl(self.b.add(k, self.i(self.bias)), self.i(self.mant)))
 
     def reduce(self, x):  # type: ignore[no-untyped-def]
-        """(n as int32, r) with x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite: n*_LN2_HI is exact)."""
+        """(n as int32, r) with x = n*ln2 + r, |r| <= ln2/2."""
         n = self.rint(self.mul(x, self.c(1.0 / math.log(2.0))))
-        r = self.sub(self.sub(x, self.mul(n, self.c(_LN2_HI))), self.mul(n, self.c(_LN2_LO)))
+        r = self.remainder(x, n)
         return self.b.fptosi(n, ir.IntType(32)), r
+
+    def remainder(self, x, n):  # type: ignore[no-untyped-def]
+        """x - n*ln2 for an integral float n, Cody-Waite: n*_LN2_HI is exact."""
+        return self.sub(self.sub(x, self.mul(n, self.c(_LN2_HI))), self.mul(n, self.c(_LN2_LO)))
 
     def expm1_poly(self, r):  # type: ignore[no-untyped-def]
         """expm1(r) for |r| <= ln2/2: r * (1 + r/2! + ... + r**(d-1)/d!), Taylor (truncation
@@ -229,7 +233,7 @@ class _Emit:
         magic = 1.5 * 2.0 ** self.mant + self.bias
         t = self.add(self.mul(x, self.c(1.0 / math.log(2.0))), self.c(magic))  # contracted to an FMA
         n = self.sub(t, self.c(magic))  # "contract" only: never folded into x * log2(e)
-        r = self.sub(self.sub(x, self.mul(n, self.c(_LN2_HI))), self.mul(n, self.c(_LN2_LO)))
+        r = self.remainder(x, n)
         cs = self.spec.get("exp_poly") or [1.0 / math.factorial(k) for k in range(self.spec["degree"] + 1)]
         p = self.c(cs[-1])
         for c in reversed(cs[:-1]):

@@ -601,7 +601,7 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
                                           sample_segments, sample_configs, sed, fill))
                         continue
                     # one pass over the graph's segments, on one sample of its configs
-                    configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
+                    configs = _sorted_sample(rng, g.n_configs, sample_configs)
                     order = rng.permutation(g.n_segments)
                     current: set[int] = set()       # segments whose entries for these configs this pass computed
                     for k in range(0, g.n_segments, sample_segments):
@@ -639,6 +639,11 @@ def train_layout(directory: str | os.PathLike[str], *, out: str | os.PathLike[st
     return res
 
 
+def _sorted_sample(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """min(k, n) distinct ints of range(n), drawn at random, in increasing order."""
+    return np.sort(rng.choice(n, size=min(k, n), replace=False))
+
+
 def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: History, opt, rng: np.random.Generator,  # type: ignore[no-untyped-def]
               gen, sample_segments: int, sample_configs: int, sed: float, fill: str = "all",
               configs: np.ndarray | None = None, segs: np.ndarray | None = None,
@@ -653,9 +658,9 @@ def _gst_step(torch, model: LayoutModel, g: PreparedGraph, gi: int, table: Histo
     Returns the loss and the nodes run with gradient (a segment's own and its halo)."""
     net = model.net
     if configs is None:
-        configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
+        configs = _sorted_sample(rng, g.n_configs, sample_configs)
     if segs is None:
-        segs = np.sort(rng.choice(g.n_segments, size=min(sample_segments, g.n_segments), replace=False))
+        segs = _sorted_sample(rng, g.n_segments, sample_segments)
     nodes_per = np.diff(g.bounds).astype(np.float32)
     cfg_per = np.array([b - a for a, b in g.seg_cfg], np.float32)
     c = len(configs)
@@ -725,7 +730,7 @@ def _finetune_head(torch, model: LayoutModel, train: Sequence[PreparedGraph], va
         losses = []
         for gi in rng.permutation(len(train)):
             g = train[gi]
-            configs = np.sort(rng.choice(g.n_configs, size=min(sample_configs, g.n_configs), replace=False))
+            configs = _sorted_sample(rng, g.n_configs, sample_configs)
             c = len(configs)
             pred = net.score(exact[gi][configs], torch.full((c,), float(g.n)), torch.full((c,), float(len(g.cfg_ids))))
             loss = pairwise_hinge(torch, pred, torch.from_numpy(g.runtime[configs]).float())
