@@ -43,19 +43,21 @@ SCHEMA_VERSION = 1
 class BenchOptions:
     """trials: configs to try (presets first, then the search's); finalists: how many of the
     fastest candidates (those within finalist_within of the fastest) are timed again, in
-    pick_rounds alternating rounds with pick_protocol (samples as long as the final protocol's,
-    fewer of them: a round's median), before the best is chosen (a busy spell of the machine
-    favours whichever candidate was timed outside it: with 3 finalists and 3 rounds of the
-    search's protocol, the 3x3 convolution's picks were 10-20% slower than its preset timed in the
-    same process); rounds: alternating baseline/kernel timing blocks for the
+    pick_rounds alternating rounds with pick_protocol (a round's median; from round 2 on, a
+    finalist each of whose quiet rounds was slower than every quiet round of the fastest stops:
+    measure.worker.outpaced), before the best is chosen (a busy spell of the machine favours
+    whichever candidate was timed outside it: with 3 finalists and 3 rounds of the search's
+    protocol, the 3x3 convolution's picks were 10-20% slower than its preset timed in the same
+    process); search_protocol: each candidate's timing during the search (short samples: the
+    finalists are timed again); rounds: alternating baseline/kernel timing blocks for the
     final comparison; pause_s: idle time between blocks (BLAS threads keep spinning after a call
     and slow whatever runs next); max_spread: a timing of the final comparison whose samples
     spread more than this (max/min), or lost CPU time to the hypervisor, makes the result noisy."""
     trials: int = 16
     seed: int = 0
     protocol: TimingProtocol = TimingProtocol(warmup=2, number=1, repeat=5, min_repeat_ms=100)
-    search_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=40)
-    pick_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=100)
+    search_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=20)
+    pick_protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=50)
     rounds: int = 3
     finalists: int = 5
     pick_rounds: int = 5

@@ -118,9 +118,11 @@ class Retimer(Protocol):
     def retime(self, inputs: Sequence[MeasureInput], rounds: int) -> list[MeasureResult]:
         """One result per input, in order: each kernel built and checked again, then all timed in
         `rounds` alternating rounds (round 1: each kernel in turn, round 2: each again, ...), so a
-        busy spell of the machine falls on all of them alike. A result's costs are its rounds'
-        medians, retimed=True; noisy when at least half of its rounds were. Never raises for a
-        bad candidate; INFRASTRUCTURE results when no timing could be made."""
+        busy spell of the machine falls on all of them alike; from round 2 on, a kernel each of
+        whose quiet rounds was slower than every quiet round of the fastest may stop being timed.
+        A result's costs are its rounds' medians, retimed=True; noisy when at least half of its
+        rounds were. Never raises for a bad candidate; INFRASTRUCTURE results when no timing could
+        be made."""
         ...
 
 

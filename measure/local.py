@@ -66,7 +66,7 @@ class LocalRunnerOptions:
     compile_workers: int = 0
     compile_timeout: float = 120.0
     run_timeout: float = 60.0
-    protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=5, min_repeat_ms=40)
+    protocol: TimingProtocol = TimingProtocol(warmup=1, number=1, repeat=5, min_repeat_ms=20)
     max_spread: float = 1.10
     retries: int = 2
     seed: int = 0

@@ -23,6 +23,7 @@ import dataclasses
 
 import errno
 import os
+import statistics
 import sys
 import traceback
 from dataclasses import asdict, dataclass
@@ -229,8 +230,9 @@ class _Worker:
                 "contention": t.contention()}
 
     def retime(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Check each of p["configs"] again, then time them all in p["rounds"] alternating rounds:
-        {"results": [one answer per config: costs are the median of each round]}."""
+        """Check each of p["configs"] again, then time them all in p["rounds"] alternating rounds
+        (a clear loser stops early: `outpaced`): {"results": [one answer per config: costs are the
+        median of each of its rounds]}."""
         from autotune.measure.timing import TimingProtocol, time_callable
         if p.get("numba") is not None:  # hand-written kernels are not re-timed: their runs need the driver's files
             return {"results": [{"ok": False, "error": "infrastructure",
@@ -248,7 +250,8 @@ class _Worker:
             if failed is None:
                 runs[i] = bound[0]
         timings: dict[int, list[Any]] = {i: [] for i in runs}
-        for _ in range(rounds):
+        timed = set(runs)
+        for r in range(rounds):
             for i, run in list(runs.items()):
                 try:
                     with TimingLock(self.lock_path):
@@ -256,7 +259,11 @@ class _Worker:
                 except Exception as e:
                     answers[i] = _runtime_error(e, answers[i].get("compile_s"))
                     del runs[i]
-        for i in runs:
+                    timed.discard(i)
+            if r + 1 < rounds:
+                for i in outpaced({i: timings[i] for i in runs}, max_spread):
+                    del runs[i]  # a clear loser: its rounds so far are its answer
+        for i in timed:
             answers[i].update(_rounds(timings[i], max_spread))
         return {"results": answers}
 
@@ -277,6 +284,29 @@ class _Worker:
 def _runtime_error(e: BaseException, compile_s: float | None) -> dict[str, Any]:
     return {"ok": False, "error": "runtime_error", "message": _fmt(e) + "\n" + traceback.format_exc(limit=3)[-800:],
             "compile_s": compile_s}
+
+
+def outpaced(timings: dict[int, list[Any]], max_spread: float) -> list[int]:
+    """The kernels of a re-timing to time no more: from its second round on, those each of whose
+    rounds so far was slower than every round of the fastest kernel (by the median of its rounds'
+    medians), judged only where every one of those rounds was quiet (a busy spell can make a
+    kernel look slow; then it stays in). A kernel tied with the fastest stays in, however long.
+
+    >>> from autotune.measure.timing import Timing
+    >>> fast, slow, close = [Timing((1.0,)), Timing((1.02,))], [Timing((1.1,)), Timing((1.2,))], [Timing((1.01,))] * 2
+    >>> outpaced({0: fast, 1: slow, 2: close}, 1.1), outpaced({0: fast, 1: slow[:1]}, 1.1)
+    ([1], [])
+    >>> outpaced({0: fast, 1: [Timing((1.1,)), Timing((1.1, 1.5))]}, 1.1)  # its second round was disturbed
+    []
+    """
+    if len(timings) < 2 or min(len(t) for t in timings.values()) < 2:
+        return []
+    rounds = {i: [t.median for t in ts] for i, ts in timings.items()}
+    lead = min(rounds, key=lambda i: statistics.median(rounds[i]))
+    if any(t.noisy(max_spread) for t in timings[lead]):
+        return []
+    return [i for i, ms in rounds.items() if i != lead and min(ms) > max(rounds[lead])
+            and not any(t.noisy(max_spread) for t in timings[i])]
 
 
 def _rounds(timings: list[Any], max_spread: float) -> dict[str, Any]:

@@ -43,7 +43,10 @@ def test_a_lucky_tuning_time_does_not_pick_the_slower_kernel(tmp_path):  # type:
     retimed = [x for x in load_records(log) if x.retimed]
     assert {x.config_key() for x in retimed} == {json.dumps(dict(c), sort_keys=True, separators=(",", ":"))
                                                  for c in (slow, good)}
-    assert all(len(x.costs) == 3 for x in retimed)  # one median per round
+    costs = {x.config_key(): x.costs for x in retimed}
+    assert len(costs[json.dumps(dict(good), sort_keys=True, separators=(",", ":"))]) == 3  # one median per round
+    # the slow one stops after round 2 once every quiet round of it was slower than every one of good's
+    assert len(costs[json.dumps(dict(slow), sort_keys=True, separators=(",", ":"))]) in (2, 3)
 
 
 def test_only_candidates_near_the_fastest_are_finalists():
