@@ -5,9 +5,9 @@ A kernel that segfaults, hangs or loops forever kills (or gets killed with) only
 which is replaced; its result records the error kind and the tuner goes on. Compiles overlap
 measurements: each candidate is checked and timed as soon as it compiled, while the others keep
 compiling on cores the timing does not use; compile workers pinned to the timing cores are paused
-(SIGSTOP) while a candidate is timed, so nothing of this runner competes with a timing (with
---threads equal to the cores, compiles thus run between timings). The timing worker holds a
-machine-wide file lock while it times. Each result is reported (on_result) the moment it is
+(SIGSTOP, by the timing worker) while a candidate is timed, so nothing of this runner competes
+with a timing (with --threads equal to the cores, compiles thus run between timings and beside a
+candidate's build and check). The timing worker holds a machine-wide file lock while it times. Each result is reported (on_result) the moment it is
 known: a compile error at once, a measurement when its worker answers.
 
 Infrastructure is not a config's fault: a worker that dies on a config is replaced and the
@@ -311,9 +311,10 @@ class LocalRunner:
 
     # ---- phases -----------------------------------------------------------------------------
     def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None],
-                     compiled: Callable[[int, dict[str, Any]], None]) -> None:
+                     compiled: Callable[[int, dict[str, Any], tuple[int, ...]], None]) -> None:
         """Compile every input in parallel, passing each failure to `failed` and each success to
-        `compiled` (which measures it) the moment it is known, new compiles started first. A worker
+        `compiled` (which measures it, stopping the compile workers' pids it is given while it
+        times) the moment it is known, new compiles started first. A worker
         that dies is replaced and its input compiled once more before the death is the input's
         verdict."""
         while len(self._compilers) < min(self.n_compile, len(inputs)):
@@ -350,8 +351,8 @@ class LocalRunner:
             if ready:  # measure one (new compiles already started), then look at the compilers again
                 i, outcome = ready.pop(0)
                 t0 = time.monotonic()
-                with self._paused([s for s in busy if self._compile_core(s) in self.timing_cores]):
-                    compiled(i, outcome)
+                with self._shared([s for s in busy if self._compile_core(s) in self.timing_cores]) as pids:
+                    compiled(i, outcome, pids)
                 paused = time.monotonic() - t0  # a paused compile's deadline moves by the pause
                 busy = {s: (j, d + paused if self._compile_core(s) in self.timing_cores else d)
                         for s, (j, d) in busy.items()}
@@ -385,28 +386,28 @@ class LocalRunner:
                              "message": f"compile took over {self.options.compile_timeout:g} s"})
 
     @contextlib.contextmanager
-    def _paused(self, slots: Sequence[int]) -> Iterator[None]:
-        """Stop the compile workers of `slots` (they share cores with the timing) while the body
-        runs; they go on where they were."""
-        stopped = []
-        for slot in slots:
-            with contextlib.suppress(OSError):
-                os.kill(self._compilers[slot].proc.pid, signal.SIGSTOP)
-                stopped.append(self._compilers[slot])
+    def _shared(self, slots: Sequence[int]) -> Iterator[tuple[int, ...]]:
+        """The pids of the compile workers of `slots` (they share cores with the timing), for the
+        timing worker to stop while it times a kernel (measure.worker.stopped); afterwards they are
+        let go on (SIGCONT) in any case: a timing worker killed or dead in the middle of a timing
+        cannot have done it."""
+        workers = [self._compilers[slot] for slot in slots]
         try:
-            yield
+            yield tuple(w.proc.pid for w in workers)
         finally:
-            for w in stopped:
-                with contextlib.suppress(OSError):
-                    os.kill(w.proc.pid, signal.SIGCONT)
+            for w in workers:
+                if w.proc.poll() is None:
+                    with contextlib.suppress(OSError):
+                        os.kill(w.proc.pid, signal.SIGCONT)
 
     def _replace_compiler(self, slot: int) -> None:
         self._compilers[slot].kill()
         self.workers_replaced += 1
         self._compilers[slot] = self._ensure_ready(self._start("compile", slot), "compile", slot)
 
-    def _measure(self, inp: MeasureInput) -> dict[str, Any]:
-        """Check and time one compiled input; a worker death gets one more try on a new worker."""
+    def _measure(self, inp: MeasureInput, pause: tuple[int, ...] = ()) -> dict[str, Any]:
+        """Check and time one compiled input, the processes `pause` stopped while it is timed; a
+        worker death gets one more try on a new worker."""
         why = ""
         deaths = idle_deaths = 0
         while deaths < 2:
@@ -414,7 +415,7 @@ class LocalRunner:
                 self._timer = self._start("measure")
             self._timer = w = self._ensure_ready(self._timer, "measure")
             try:
-                w.send(self._payload(inp, "measure"))
+                w.send({**self._payload(inp, "measure"), "pause": list(pause)})
             except EOFError:  # it died idle (killed from outside): no fault of this config
                 w.kill()
                 self._timer = None
@@ -554,8 +555,8 @@ class LocalRunner:
                 on_result(i, r)
         if not inputs:
             return []
-        def measure(i: int, c: dict[str, Any]) -> None:
-            report(i, _answer({**self._measure(inputs[i]), "compile_s": c.get("compile_s")}))  # the compile worker's time
+        def measure(i: int, c: dict[str, Any], pause: tuple[int, ...]) -> None:
+            report(i, _answer({**self._measure(inputs[i], pause), "compile_s": c.get("compile_s")}))  # the compile worker's time
         try:
             self._compile_all(inputs, lambda i, c: report(
                 i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))), measure)

@@ -19,10 +19,12 @@ the kernel uncached, and it is measured all the same (autotune.codegen.verified_
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-
 import errno
+import functools
 import os
+import signal
 import statistics
 import sys
 import traceback
@@ -206,9 +208,10 @@ class _Worker:
 
     def measure(self, p: dict[str, Any]) -> dict[str, Any]:
         from autotune.measure.timing import TimingProtocol
+        pause = _pids(p.get("pause"))
         if p.get("numba") is not None:  # a hand-written Numba kernel (autotune.autotune_numba)
             from autotune.measure.handwritten import measure as measure_handwritten
-            return measure_handwritten(p, self._time)
+            return measure_handwritten(p, functools.partial(self._time, pause=pause))
         try:
             task = self.task(p)
         except Exception as e:
@@ -223,7 +226,7 @@ class _Worker:
         if isinstance(cutoff, (int, float)) and not isinstance(cutoff, bool) and 0 < cutoff < float("inf"):
             proto = dataclasses.replace(proto, cutoff=float(cutoff))
         try:
-            t = self._time(run, proto, 1 + int(p.get("retries", 2)), max_spread)
+            t = self._time(run, proto, 1 + int(p.get("retries", 2)), max_spread, pause)
         except Exception as e:
             return _runtime_error(e, compile_s)
         return {"ok": True, "costs": list(t.samples), "compile_s": compile_s, "noisy": t.noisy(max_spread),
@@ -267,18 +270,51 @@ class _Worker:
             answers[i].update(_rounds(timings[i], max_spread))
         return {"results": answers}
 
-    def _time(self, run: Any, proto: Any, attempts: int, max_spread: float) -> Any:
-        """The first quiet timing of `run` in up to `attempts`, else the least disturbed one."""
+    def _time(self, run: Any, proto: Any, attempts: int, max_spread: float, pause: tuple[int, ...] = ()) -> Any:
+        """The first quiet timing of `run` in up to `attempts`, else the least disturbed one; the
+        processes `pause` (compile workers on the timing's cores) stopped while it is timed."""
         from autotune.measure.timing import time_callable
         best = None
         for _ in range(attempts):
-            with TimingLock(self.lock_path):
+            with TimingLock(self.lock_path), stopped(pause):
                 t = time_callable(run, proto)
             if t.cut or not t.noisy(max_spread):
                 return t
             if best is None or (t.stolen + t.waited, t.spread) < (best.stolen + best.waited, best.spread):
                 best = t
         return best
+
+
+def _pids(value: Any) -> tuple[int, ...]:
+    """The process ids of a request's "pause" (positive integers; anything else is ignored)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+
+
+@contextlib.contextmanager
+def stopped(pids: tuple[int, ...]) -> Iterator[None]:
+    """Stop these processes (SIGSTOP) while the body runs, then let them go on (SIGCONT): the
+    compile workers that share the timing's cores, stopped only while a kernel is timed (its build
+    and check run beside them). One already gone is skipped. Their driver sends SIGCONT again
+    after every measurement, in case this process died before it could.
+
+    >>> with stopped(()):
+    ...     pass
+    """
+    done = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            done.append(pid)
+        except OSError:
+            pass
+    try:
+        yield
+    finally:
+        for pid in done:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
 
 
 def _runtime_error(e: BaseException, compile_s: float | None) -> dict[str, Any]:

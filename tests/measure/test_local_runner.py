@@ -142,15 +142,23 @@ def _state(pid: int) -> str:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_compile_workers_on_the_timing_cores_pause_while_a_candidate_is_timed(runner: LocalRunner) -> None:
+    """The timing worker stops the compile workers it is given only while it times (measure.worker.
+    stopped); after each measurement the driver lets them go on in any case."""
+    from autotune.measure.worker import stopped
     runner.run([inp(ft.OK), inp(ft.OK, 4)])  # both compile workers started
-    pids = [w.proc.pid for w in runner._compilers]
-    with runner._paused(range(len(pids))):
+    pids = tuple(w.proc.pid for w in runner._compilers)
+    with stopped(pids):
         deadline = time.monotonic() + 5  # a signal is delivered asynchronously
         while any(_state(p) != "T" for p in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert [_state(p) for p in pids] == ["T"] * len(pids)
     assert "T" not in [_state(p) for p in pids]
+    os.kill(pids[0], signal.SIGSTOP)  # as a timing worker that died mid-timing would leave it
+    with runner._shared([0]) as shared:
+        assert shared == pids[:1]
+    assert _state(pids[0]) != "T"
     assert all(r.ok for r in runner.run([inp(ft.OK), inp(ft.OK, 4)]))  # they go on working
+    assert "T" not in [_state(w.proc.pid) for w in runner._compilers]
 
 
 def test_workers_killed_between_batches_are_replaced_not_blamed(runner: LocalRunner) -> None:

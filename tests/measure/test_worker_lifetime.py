@@ -1,8 +1,8 @@
 """LocalRunner's workers live as long as the process that started them, and no longer.
 
-A driver killed (kill -9) while it had a compile worker stopped (SIGSTOP, as it does while a
-kernel is timed) must leave no worker behind, stopped or not, even without job control (a
-setsid'd driver: nobody sends its orphans SIGCONT). A worker started from a thread that ends
+A driver killed (kill -9) while a compile worker was stopped (SIGSTOP, as the timing worker
+does while a kernel is timed) must leave no worker behind, stopped or not, even without job
+control (a setsid'd driver: nobody sends its orphans SIGCONT). A worker started from a thread that ends
 meanwhile must go on working (a parent-death signal follows the thread that started a process).
 """
 from __future__ import annotations
@@ -89,15 +89,15 @@ def test_a_worker_started_from_a_thread_outlives_the_thread() -> None:
 
 def _drive() -> None:
     """The driver: measure two configs (two compile workers and the timing worker start), stop
-    the first compile worker the way the runner does while it times a kernel, print the workers'
-    pids (the stopped one first), wait to be killed."""
+    the first compile worker the way the timing worker does while it times a kernel, print the
+    workers' pids (the stopped one first), wait to be killed."""
     fast = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=1)
     r = LocalRunner(LocalRunnerOptions(compile_workers=2, protocol=fast))
     assert all(res.ok for res in r.run([MeasureInput(TASK, c) for c in CONFIGS]))
     assert r._timer is not None
-    with r._paused([0]):
-        print(*[w.proc.pid for w in [*r._compilers, r._timer]], flush=True)
-        time.sleep(600)
+    os.kill(r._compilers[0].proc.pid, signal.SIGSTOP)
+    print(*[w.proc.pid for w in [*r._compilers, r._timer]], flush=True)
+    time.sleep(600)
 
 
 if __name__ == "__main__":
