@@ -7,8 +7,9 @@ measurements: each candidate is checked and timed as soon as it compiled, while 
 compiling on cores the timing does not use; compile workers pinned to the timing cores are paused
 (SIGSTOP, by the timing worker) while a candidate is timed, so nothing of this runner competes
 with a timing (with --threads equal to the cores, compiles thus run between timings and beside a
-candidate's build and check). The timing worker holds a machine-wide file lock while it times. Each result is reported (on_result) the moment it is
-known: a compile error at once, a measurement when its worker answers.
+candidate's build and check). The timing worker holds a machine-wide file lock while it times.
+Each result is reported (on_result) the moment it is known: a compile error at once, a
+measurement when its worker answers.
 
 Infrastructure is not a config's fault: a worker that dies on a config is replaced and the
 config is tried once more (a second death is the config's verdict, worker_crashed, with the
