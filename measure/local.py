@@ -315,9 +315,8 @@ class LocalRunner:
                      compiled: Callable[[int, dict[str, Any], tuple[int, ...]], None]) -> None:
         """Compile every input in parallel, passing each failure to `failed` and each success to
         `compiled` (which measures it, stopping the compile workers' pids it is given while it
-        times) the moment it is known, new compiles started first. A worker
-        that dies is replaced and its input compiled once more before the death is the input's
-        verdict."""
+        times) the moment it is known, new compiles started first. A worker that dies is replaced
+        and its input compiled once more before the death is the input's verdict."""
         while len(self._compilers) < min(self.n_compile, len(inputs)):
             self._compilers.append(self._start("compile", len(self._compilers)))
         for slot, w in enumerate(self._compilers):

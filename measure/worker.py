@@ -253,7 +253,6 @@ class _Worker:
             if failed is None:
                 runs[i] = bound[0]
         timings: dict[int, list[Any]] = {i: [] for i in runs}
-        timed = set(runs)
         for r in range(rounds):
             for i, run in list(runs.items()):
                 try:
@@ -262,12 +261,12 @@ class _Worker:
                 except Exception as e:
                     answers[i] = _runtime_error(e, answers[i].get("compile_s"))
                     del runs[i]
-                    timed.discard(i)
             if r + 1 < rounds:
                 for i in outpaced({i: timings[i] for i in runs}, max_spread):
                     del runs[i]  # a clear loser: its rounds so far are its answer
-        for i in timed:
-            answers[i].update(_rounds(timings[i], max_spread))
+        for i, ts in timings.items():
+            if answers[i]["ok"]:  # not failed while timed
+                answers[i].update(_rounds(ts, max_spread))
         return {"results": answers}
 
     def _time(self, run: Any, proto: Any, attempts: int, max_spread: float, pause: tuple[int, ...] = ()) -> Any:

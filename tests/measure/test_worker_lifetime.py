@@ -2,8 +2,9 @@
 
 A driver killed (kill -9) while a compile worker was stopped (SIGSTOP, as the timing worker
 does while a kernel is timed) must leave no worker behind, stopped or not, even without job
-control (a setsid'd driver: nobody sends its orphans SIGCONT). A worker started from a thread that ends
-meanwhile must go on working (a parent-death signal follows the thread that started a process).
+control (a setsid'd driver: nobody sends its orphans SIGCONT). A worker started from a thread
+that ends meanwhile must go on working (a parent-death signal follows the thread that started
+a process).
 """
 from __future__ import annotations
 
