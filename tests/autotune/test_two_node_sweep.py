@@ -10,8 +10,10 @@ whose timing worker marks each config it measures in a file, independently of th
 trials each: all three start at once, two on the head and one on the second node. Each task holds
 its third config (k = 2) in its timing worker until released, so the task on the second node has
 measured and streamed k = 0 and 1 when the test kills that node (its raylet and every process of
-it, at once) while the task is measuring k = 2. The sweep resubmits that task, with its two
-records, on the head.
+it, at once) while the task is measuring k = 2. The held configs are released only once that
+task's Ray worker and timing worker have exited (some 0.2-0.7 s after the kill): released sooner,
+its k = 2 could still complete and stream. The sweep resubmits that task, with its two records,
+on the head.
 
 Figures (printed with pytest -s): tasks, records, duplicates, the measurements the workers made
 (from the marks), those lost and those made twice, the tasks each node started, seconds from the
@@ -73,6 +75,20 @@ def two_nodes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[
         cluster.shutdown()
 
 
+def _alive(pid: int) -> bool:
+    """Whether process pid runs (a zombie does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _wait_gone(*pids: int, until: float) -> None:
+    while any(_alive(p) for p in pids) and time.monotonic() < until:
+        time.sleep(0.05)
+
+
 class _NodeKiller(threading.Thread):
     """Kills the second node once a task running there holds its timing worker at k = HOLD (its
     k = 0 and 1 measured), then releases every held worker."""
@@ -83,6 +99,8 @@ class _NodeKiller(threading.Thread):
         self.cluster, self.node, self.marks, self.release, self.started = cluster, node, marks, release, started
         self.victim: dict | None = None  # type: ignore[type-arg]
         self.killed_at: float | None = None
+        self.gone_at: float | None = None  # when the victim's Ray worker and timing worker had exited
+        self.gone = False
         self.stop = threading.Event()  # the sweep ended
 
     def run(self) -> None:
@@ -95,6 +113,11 @@ class _NodeKiller(threading.Thread):
                     self.victim = held[0]
                     self.cluster.remove_node(self.node, allow_graceful=False)  # its raylet and workers, at once
                     self.killed_at = time.monotonic()
+                    # the node's Ray worker exits a moment after its raylet: released before then, its held
+                    # measurement could complete and stream after all
+                    _wait_gone(self.victim["pid"], self.victim["ppid"], until=time.monotonic() + 60)
+                    self.gone_at = time.monotonic()
+                    self.gone = not (_alive(self.victim["pid"]) or _alive(self.victim["ppid"]))
                     return
                 time.sleep(0.05)
         finally:
@@ -142,6 +165,7 @@ def test_a_sweep_over_two_nodes_survives_losing_one_with_nothing_lost_or_measure
     wall = time.monotonic() - t0
 
     assert killer.victim is not None, "the test must kill the second node while a task there is measuring"
+    assert killer.gone, "the killed node's Ray worker and timing worker must exit before the held config is released"
     head = cluster.head_node.node_id
     victim = next(ev for ev in started if ev["pid"] == killer.victim["ppid"])
     with warnings.catch_warnings():
@@ -161,6 +185,8 @@ def test_a_sweep_over_two_nodes_survives_losing_one_with_nothing_lost_or_measure
         "tasks started on head / second node": (sum(ev["node"] == head for ev in started),
                                                 sum(ev["node"] == second.node_id for ev in started)),
         "killed after s": round(killer.killed_at - t0, 1) if killer.killed_at else None,
+        "victim's processes gone s after the kill": (round(killer.gone_at - killer.killed_at, 1)
+                                                     if killer.gone_at and killer.killed_at else None),
         "resubmitted s after the kill": round(max(ev["at"] for ev in started if ev["task"] == victim["task"])
                                               - (killer.killed_at or t0), 1),
         "started at s": [round(ev["at"] - t0, 1) for ev in started],
