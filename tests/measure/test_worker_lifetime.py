@@ -88,6 +88,23 @@ def test_a_worker_started_from_a_thread_outlives_the_thread() -> None:
         assert r.workers_replaced == 0 and [w.proc.pid for w in r._compilers] == pids
 
 
+def test_a_worker_told_to_stop_answers_what_it_was_asked_then_exits() -> None:
+    """The driver closes a worker's stdin right after a request (LocalRunner.close after the last
+    batch): the worker answers it, then exits at once (os._exit, no interpreter teardown) with 0."""
+    with LocalRunner(LocalRunnerOptions(compile_workers=1)) as r:
+        assert all(r.kernel_keys(TASK, CONFIGS))  # started and ready
+        w = r._compilers[0]
+        w.send({"kind": "keys", **TASK.to_data(), "configs": [c.to_json() for c in CONFIGS]})
+        assert w.proc.stdin is not None
+        w.proc.stdin.close()
+        assert w.proc.wait(timeout=60) == 0
+        answers = [w.read_line(), w.read_line()]
+        assert all(isinstance(a, dict) and isinstance(a.get("key"), str) for a in answers), answers
+        with pytest.raises(EOFError):
+            w.read_line()
+        r._compilers = []
+
+
 def _drive() -> None:
     """The driver: measure two configs (two compile workers and the timing worker start), stop
     the first compile worker the way the timing worker does while it times a kernel, print the
