@@ -39,15 +39,6 @@ RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "s
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
-# An unrolled loop whose body is a small loop nest of constant extents is printed as a loop: LLVM
-# unrolls it fully all the same, into the same machine code, while Numba and LLVM process one copy
-# of the body instead of one per iteration (a GEMM candidate's compile took 40% less). Measured on
-# LLVM 22 (Numba 0.68): a 6x16, 4x24, 14x8 or 8x32 register tile written as two loops was
-# unrolled fully; 12x32 and 28x16 were not, their accumulators left in memory. So only nests of at
-# most this many innermost statements are left to LLVM; bigger ones are copied out as before.
-LLVM_UNROLLS = 128
-
-
 def _clamped_nonpos(e: Expr) -> bool:
     """Whether e is min(max(v, lo), 0) or max(min(v, 0), lo) (either operand order) with a constant
     lo >= runtime.EXP_NONPOS_LO of its type: exp of it is printed as `vexp_nonpos`, which needs no
@@ -77,32 +68,14 @@ def _clamped_nonpos(e: Expr) -> bool:
     return False
 
 
-def _statements(stmt: Stmt) -> int | None:
-    """How many innermost statements running `stmt` once executes, if every loop in it has a
-    constant extent and it has no branches; None otherwise."""
-    if isinstance(stmt, For):
-        inner = _statements(stmt.body)
-        return inner * stmt.extent.value if inner is not None and isinstance(stmt.extent, Const) else None
-    if isinstance(stmt, Seq):
-        counts = [_statements(s) for s in stmt.stmts]
-        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[misc]
-    if isinstance(stmt, Store):
-        return 1
-    if isinstance(stmt, Comment):
-        return 0
-    return None
-
-
-def _has_loop(stmt: Stmt) -> bool:
-    if isinstance(stmt, For):
-        return True
-    return isinstance(stmt, Seq) and any(_has_loop(s) for s in stmt.stmts)
-
-
 def unroll(stmt: Stmt, ranges: dict[Var, tuple[int, int]] | None = None) -> Stmt:
-    """Replace unrolled loops of constant extent by copies of their body, one per iteration,
-    except a small loop nest that LLVM unrolls itself (see LLVM_UNROLLS); loops of one
-    iteration (other than the threads' loop) by their body."""
+    """Replace unrolled loops of constant extent by copies of their body, one per iteration;
+    loops of one iteration (other than the threads' loop) by their body.
+
+    Every copy is printed, even of a small tile: left as a loop for LLVM to unroll, a GEMM
+    micro-kernel of 4-8 rows of one vector each ran 40-60x slower on AVX-512 (its accumulators not
+    kept in registers; 2.5 against 100-160 ms at 512^3), and one of 8 rows of 8 floats 6x slower
+    on AVX2, for compiles 20-40% shorter (measure/experiments/RESULTS.md)."""
     if isinstance(stmt, For):
         if isinstance(stmt.extent, Const) and stmt.extent.value == 1 and stmt.kind != "parallel":
             # a loop of one iteration is its body with the index 0: less for Numba to type and lower
@@ -111,9 +84,6 @@ def unroll(stmt: Stmt, ranges: dict[Var, tuple[int, int]] | None = None) -> Stmt
             return unroll(map_exprs(stmt.body, lambda e: simplify(te.substitute(e, {stmt.var: zero}), ranges)), ranges)
         body = unroll(stmt.body, ranges)
         if stmt.kind == "unroll" and isinstance(stmt.extent, Const):
-            size = _statements(body)
-            if stmt.extent.value > 1 and _has_loop(body) and size is not None and size * stmt.extent.value <= LLVM_UNROLLS:
-                return For(stmt.var, stmt.extent, stmt.kind, body)
             copies = []
             for it in range(stmt.extent.value):
                 c = Const(it)

@@ -1,4 +1,4 @@
-"""Unrolled register tiles: a small nest is printed as loops for LLVM to unroll, and it does."""
+"""Unrolled register tiles: every row is printed as its own copy, and the accumulators stay in registers."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from autotune.codegen import build, generate_source
-from autotune.codegen.source import LLVM_UNROLLS
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.target import current
@@ -31,12 +30,12 @@ def tiled_matmul(rows: int, cols: int, K: int = 64):  # type: ignore[no-untyped-
     return s
 
 
-def test_a_small_tile_is_left_to_llvm_and_a_big_one_is_copied_out() -> None:
-    small = generate_source(tiled_matmul(4, 16))
-    assert "for ii in range(4):  # unrolled by LLVM" in small
-    assert 4 * 16 <= LLVM_UNROLLS < 12 * 32
-    big = generate_source(tiled_matmul(12, 32))
-    assert "unrolled by LLVM" not in big and big.count("for j in range(32):  # vectorize") == 12
+def test_every_unrolled_row_is_copied_out_small_tiles_too() -> None:
+    """A loop left for LLVM to unroll was not always unrolled: the matmul template's 4-8 rows of
+    one vector each ran 40-60x slower on AVX-512. So every tile, small or big, is copied out."""
+    for rows, cols in ((4, 16), (12, 32)):
+        src = generate_source(tiled_matmul(rows, cols))
+        assert "unrolled by LLVM" not in src and src.count(f"for j in range({cols}):  # vectorize") == rows
 
 
 def _hottest_loop(asm: str) -> str:
@@ -50,10 +49,18 @@ def _hottest_loop(asm: str) -> str:
     return max(loops, key=lambda b: len(re.findall(r"\bvfmadd\w*ps", b)))
 
 
-@pytest.mark.parametrize("rows,cols", [(4, 16), (6, 16)])
-def test_llvm_unrolls_the_tile_into_register_accumulators(rows: int, cols: int) -> None:
+def _assert_register_tile(asm: str, rows: int, cols: int, lanes: int) -> None:
     """The reduction loop's body is rows x cols/lanes FMAs (times LLVM's own unroll of k), each
     on a register: the accumulators never go back to memory inside the loop."""
+    block = _hottest_loop(asm)
+    fmas = len(re.findall(r"\bvfmadd\w*ps", block))
+    per_step = rows * -(-cols // lanes)
+    assert fmas >= per_step and fmas % per_step == 0, (fmas, per_step)
+    assert not re.search(r"vmovups\s+%[xyz]mm\d+, ", block), "an accumulator is stored inside the loop"
+
+
+@pytest.mark.parametrize("rows,cols", [(4, 16), (6, 16)])
+def test_the_tile_becomes_register_accumulators(rows: int, cols: int) -> None:
     t = current()
     if t.isa not in ("avx2", "avx512f"):
         pytest.skip(f"the check reads x86 FMA instructions; the target is {t.isa}")
@@ -62,9 +69,18 @@ def test_llvm_unrolls_the_tile_into_register_accumulators(rows: int, cols: int) 
     A = np.random.default_rng(0).standard_normal((rows * 2, 64)).astype(np.float32)
     B = np.random.default_rng(1).standard_normal((64, cols)).astype(np.float32)
     assert_close(k(A, B), A @ B, "float32")
-    asm = k.main.inspect_asm(k.main.signatures[0])
-    block = _hottest_loop(asm)
-    fmas = len(re.findall(r"\bvfmadd\w*ps", block))
-    per_step = rows * -(-cols // t.lanes("float32"))
-    assert fmas >= per_step and fmas % per_step == 0, (fmas, per_step)
-    assert not re.search(r"vmovups\s+%[xyz]mm\d+, ", block), "an accumulator is stored inside the loop"
+    _assert_register_tile(k.main.inspect_asm(k.main.signatures[0]), rows, cols, t.lanes("float32"))
+
+
+@pytest.mark.parametrize("mr", [4, 6, 8])
+def test_the_matmul_templates_one_vector_tiles_keep_their_accumulators_in_registers(pin_target, mr: int) -> None:  # type: ignore[no-untyped-def]
+    """The template's micro-kernel of mr rows of one AVX-512 vector (nr 16, packed panels, K 256):
+    left to LLVM as a loop, its accumulators were loads and stores (40-60x slower)."""
+    from autotune.task import Task
+    pin_target("avx512", executes=True)
+    task = Task.create("matmul", "64x64x256", threads=1)
+    cfg = task.space().validate({**task.presets()[0], "mr": mr, "nr": 16, "pack_a": True})
+    k = task.build(cfg)
+    A, B = task.inputs(seed=0)
+    assert_close(k(A, B), A @ B, "float32")
+    _assert_register_tile(k.main.inspect_asm(k.main.signatures[0]), mr, 16, 16)
