@@ -75,7 +75,8 @@ def unroll(stmt: Stmt, ranges: dict[Var, tuple[int, int]] | None = None) -> Stmt
     Every copy is printed, even of a small tile: left as a loop for LLVM to unroll, a GEMM
     micro-kernel of 4-8 rows of one vector each ran 40-60x slower on AVX-512 (its accumulators not
     kept in registers; 2.5 against 100-160 ms at 512^3), and one of 8 rows of 8 floats 6x slower
-    on AVX2, for compiles 20-40% shorter (measure/experiments/RESULTS.md)."""
+    on AVX2. The loop form compiled faster (conv2d 3x3 s2 candidates by 45%), but no rule found so
+    far tells which tiles LLVM unrolls (measure/experiments/RESULTS.md)."""
     if isinstance(stmt, For):
         if isinstance(stmt.extent, Const) and stmt.extent.value == 1 and stmt.kind != "parallel":
             # a loop of one iteration is its body with the index 0: less for Numba to type and lower
