@@ -1,6 +1,8 @@
 """Helpers shared by the tests: dtype-aware comparison with NumPy."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 
@@ -58,3 +60,16 @@ def cached_features(task, cfg):  # type: ignore[no-untyped-def]
     if f is None or np.isnan(f).any():  # a scorer keeps NaNs for a config it could not lower
         f = cache[cfg] = config_features(task, cfg)
     return f
+
+
+def process_state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, T, Z, ...), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process pid runs: a zombie is dead, waiting for a reaper that may never come."""
+    return process_state(pid) not in (None, "Z", "X")

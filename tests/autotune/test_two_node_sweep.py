@@ -34,6 +34,7 @@ import pytest
 
 from autotune.distributed import parse_spec, run_sweep
 from autotune.records import load_records
+from tests.helpers import process_alive as _alive
 from tests.measure import held_templates  # noqa: F401 (registers `held`; the Ray workers import it too)
 from tests.measure.held_templates import MARKS_ENV, RELEASE_ENV
 
@@ -73,15 +74,6 @@ def two_nodes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[
     finally:
         ray.shutdown()
         cluster.shutdown()
-
-
-def _alive(pid: int) -> bool:
-    """Whether process pid runs (a zombie does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _wait_gone(*pids: int, until: float) -> None:

@@ -22,6 +22,7 @@ from autotune.measure.local import LocalRunner, LocalRunnerOptions, _Worker
 from autotune.runner import ErrorKind, MeasureInput
 from autotune.measure.timing import TimingProtocol
 from autotune.measure.worker import WorkerSetup
+from tests.helpers import process_state as _state
 from tests.measure import faulty_templates as ft
 
 FAST = TimingProtocol(warmup=1, number=1, repeat=3, min_repeat_ms=1)
@@ -134,10 +135,6 @@ def test_each_result_is_reported_when_it_is_known() -> None:
     # the compile error at once; each candidate measured as soon as it compiled (the next compiling meanwhile)
     assert [i for i, _, _ in order] == [0, 1, 2]
     assert [results[i].error for i, _, _ in order] == [e for _, e, _ in order] == [ErrorKind.COMPILE_ERROR, None, None]
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")

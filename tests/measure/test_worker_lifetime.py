@@ -23,6 +23,7 @@ from autotune.space import Config
 from autotune.task import Task
 from autotune.measure.local import LocalRunner, LocalRunnerOptions
 from autotune.measure.timing import TimingProtocol
+from tests.helpers import process_alive as _alive, process_state as _state
 from tests.measure import faulty_templates as ft
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,18 +31,6 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 
 TASK = Task.create("faulty", {"N": 64, "mode": ft.OK}, threads=1)
 CONFIGS = [Config({"split": 1}), Config({"split": 4})]
-
-
-def _state(pid: int) -> str | None:
-    """The process's state letter (R, S, T, Z, ...), None once it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    return _state(pid) not in (None, "Z", "X")  # a zombie is dead, waiting for a reaper that may never come
 
 
 def _wait(cond, seconds: float) -> bool:  # type: ignore[no-untyped-def]
