@@ -244,8 +244,7 @@ class Printer:
                 self.stmt(x, ind, out)
         elif isinstance(s, For):
             v = self.name(s.var)
-            note = {"vectorize": "  # vectorize", "parallel": "  # parallel over threads",
-                    "unroll": "  # unrolled by LLVM"}.get(s.kind, "")
+            note = {"vectorize": "  # vectorize", "parallel": "  # parallel over threads"}.get(s.kind, "")
             out.append(f"{pad}for {v} in range({self.expr(s.extent, 'int64')[0]}):{note}")
             if s.kind == "parallel":  # this call runs [_lo, _hi); a constant range keeps the
                 # indices provably non-negative, so Numba's wraparound folds away and reads stay
