@@ -10,6 +10,10 @@ A runner that can also time candidates again (a `Retimer`: the local and Ray run
 tuning's finalists in alternating rounds, so that a busy spell of the machine does not pick the
 best (autotune.retime).
 
+A runner that takes more inputs while it runs a batch (a `Refilling`: the local runner) asks the
+tuner for the next configs the moment a worker of its would otherwise wait: the tuner proposes them
+from the results reported so far, so compiling goes on across what were the ends of batches.
+
 A runner that measures in isolated workers also tells the tuner which configs build the same kernel
 (a `KernelKeys`: the local and Ray runners): working that out runs the template's schedule(), which
 may crash or hang like any of its code, so it runs in a worker too; a crash or a hang there gives
@@ -94,6 +98,7 @@ class MeasureResult:
 
 
 OnResult = Callable[[int, MeasureResult], None]
+Refill = Callable[[], Sequence[MeasureInput]]
 
 
 @runtime_checkable
@@ -123,6 +128,20 @@ class Retimer(Protocol):
         A result's costs are its rounds' medians, retimed=True; noisy when at least half of its
         rounds were. Never raises for a bad candidate; INFRASTRUCTURE results when no timing could
         be made."""
+        ...
+
+
+@runtime_checkable
+class Refilling(Protocol):
+    """A runner that takes more inputs while it runs a batch (LocalRunner)."""
+
+    def run_refilling(self, inputs: Sequence[MeasureInput], on_result: OnResult | None,
+                      refill: Refill) -> list[MeasureResult]:
+        """As Runner.run, for `inputs` and every input refill() adds: refill is called (in the
+        caller's thread, between results) whenever the runner could start work it does not have,
+        and after an empty answer only once a result was reported since. Added inputs are numbered
+        after those before them (on_result's index, the returned list). A worker refill uses (say,
+        for kernel keys: KernelKeys) is one with nothing of this run in hand."""
         ...
 
 

@@ -29,6 +29,13 @@ a key is its own kernel: it is measured, and its measurement records the fault w
 other runners (replay, TPU emulator: no isolated workers; the TPU backend has no keys) the keys are
 worked out in this process.
 
+A runner that takes more inputs while it runs (autotune.runner.Refilling: the local runner) is
+given the next configs the moment a compile worker of its would wait, not after the batch's last
+result: the results in by then are recorded (counted, given to the strategy and the callbacks),
+the next configs are proposed from them, and the configs still in flight count against the trials
+and are neither proposed nor compiled twice (a twin of one takes its result once it is measured).
+In a 64-trial run the compile workers otherwise waited 3.2-3.7 s each at the ends of batches.
+
 At the end of a run its finalists (the fastest kernels measured, resumed ones included) are timed
 again in alternating rounds when the runner can (autotune.retime); the re-timings are logged, and
 the best is the fastest re-timing (autotune.records.preference). TuneResult says how many of the
@@ -56,7 +63,7 @@ from autotune.search.base import Strategy
 from autotune.space import Config
 from autotune.target import current_target
 from autotune.task import Task
-from autotune.runner import ErrorKind, KernelKeys, MeasureInput, MeasureResult, Runner
+from autotune.runner import ErrorKind, KernelKeys, MeasureInput, MeasureResult, Refilling, Runner
 
 INFRA_RETRIES = 2   # times a config is measured again after an infrastructure fault
 INFRA_BATCHES = 3   # batches in a row of nothing but infrastructure faults before the run stops
@@ -70,13 +77,17 @@ class TuneOptions:
     budget; early_stopping: stop after this many trials without improvement; batch: configs per
     round; finalists: which candidates are timed again at the end, in how many rounds (count=0
     and noisy_count=0: none); cutoff: a candidate slower than this many times the best so far is
-    timed with one undisturbed sample, not all of them (None: every candidate fully)."""
+    timed with one undisturbed sample, not all of them (None: every candidate fully); refill: with a
+    runner that takes more inputs while it runs (autotune.runner.Refilling), propose the next batch
+    the moment a worker of its would wait, from the results in by then, instead of after the
+    batch's last result."""
     trials: int = 64
     timeout_s: float | None = None
     early_stopping: int | None = None
     batch: int = 8
     finalists: FinalistOptions = FinalistOptions()
     cutoff: float | None = 2.0
+    refill: bool = True
 
 
 @dataclass
@@ -194,6 +205,17 @@ class _Kernels:
                 self.own[c] = r if c not in self.own else most_trusted([self.own[c], r]) or r
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """Configs to measure, their twins proposed with them (twin, config), and the cutoff to time them by."""
+    configs: list[Config]
+    twins: list[tuple[Config, Config]]
+    cutoff: float | None
+
+    def inputs(self, task: Task) -> list[MeasureInput]:
+        return [MeasureInput(task, c, self.cutoff) for c in self.configs]
+
+
 class Tuner:
     """Runs a strategy against a runner for one task, logging every measurement."""
 
@@ -248,24 +270,33 @@ class Tuner:
         s.resumed = len(previous)
         self._take(previous, s, kernels)
         claims = Claims(self.log.path) if self.log is not None else None
-        while s.measured < options.trials and not self._stop_early(options, s):
-            configs = self._next_batch(min(options.batch, options.trials - s.measured), s, kernels)
+        while (batch := self._propose(options, s, kernels, claims)) is not None:
+            self._measure(batch, options, s, kernels, claims)
+        return self._finish(options, s, kernels)
+
+    def _propose(self, options: TuneOptions, s: _RunState, kernels: _Kernels, claims: Claims | None,
+                 in_flight: Sequence[Config] = ()) -> _Batch | None:
+        """The next configs to measure (with their twins among them and among the configs in
+        flight), None when the run is over: the trials (those in flight counted) are spent, it
+        stops early, or proposals ran out."""
+        while s.measured + len(in_flight) < options.trials and not self._stop_early(options, s):
+            n = min(options.batch, options.trials - s.measured - len(in_flight))
+            configs = [c for c in self._next_batch(n, s, kernels) if c not in in_flight]
             if not configs:
-                break
-            configs, batch_twins = self._skip_twins(configs, s, kernels)
+                return None
+            configs, batch_twins = self._skip_twins(configs, s, kernels, in_flight)
             if not configs:
                 if s.twin_rounds >= TWIN_ROUNDS:
-                    break
+                    return None
                 continue
             configs = self._claim(configs, claims, s, kernels)
             if not configs:
                 if s.idle >= IDLE_ROUNDS:
-                    break
+                    return None
                 continue
             cutoff = options.cutoff * s.best if options.cutoff is not None and math.isfinite(s.best) else None
-            results = self._measure(configs, claims, kernels.key, cutoff)
-            self._record(configs, results, batch_twins, s, kernels)
-        return self._finish(options, s, kernels)
+            return _Batch(configs, batch_twins, cutoff)
+        return None
 
     @staticmethod
     def _stop_early(options: TuneOptions, s: _RunState) -> bool:
@@ -285,12 +316,12 @@ class Tuner:
             configs += self.strategy.propose(n - len(configs)) or []
         return [c for c in dict.fromkeys(configs) if c not in kernels.done]
 
-    def _skip_twins(self, configs: list[Config], s: _RunState,
-                    kernels: _Kernels) -> tuple[list[Config], list[tuple[Config, Config]]]:
+    def _skip_twins(self, configs: list[Config], s: _RunState, kernels: _Kernels,
+                    in_flight: Sequence[Config] = ()) -> tuple[list[Config], list[tuple[Config, Config]]]:
         """The configs to measure; twins of kernels measured before take their result now, twins of
-        a config in this batch (returned with it) take its result once it is measured."""
+        a config in this batch or in flight (returned with it) take its result once it is measured."""
         kernels.learn(configs)
-        configs, twins, batch_twins = self._without_twins(configs, kernels.key, kernels.measured)
+        configs, twins, batch_twins = self._without_twins(configs, kernels.key, kernels.measured, in_flight)
         self._take(twins, s, kernels)
         s.duplicates += len(twins)
         s.twin_rounds = 0 if configs else s.twin_rounds + 1
@@ -313,9 +344,10 @@ class Tuner:
         return configs
 
     def _record(self, configs: Sequence[Config], results: Sequence[MeasureResult],
-                batch_twins: Sequence[tuple[Config, Config]], s: _RunState, kernels: _Kernels) -> None:
-        """Count a measured batch, queue its infrastructure faults to be measured again, and give
-        its verdicts (and their twins in the batch) to the strategy and the callbacks."""
+                batch_twins: list[tuple[Config, Config]], s: _RunState, kernels: _Kernels) -> None:
+        """Count measured configs, queue their infrastructure faults to be measured again, and give
+        their verdicts (and their twins among batch_twins, which are taken off it) to the strategy
+        and the callbacks."""
         verdicts = [(c, r) for c, r in zip(configs, results) if not r.infrastructure]
         faults = [(c, r) for c, r in zip(configs, results) if r.infrastructure]
         for c, r in verdicts:
@@ -323,6 +355,7 @@ class Tuner:
         self._retry_faults(faults, bool(verdicts), s)
         by_config = dict(verdicts)
         late_twins = [(c, by_config[t]) for c, t in batch_twins if t in by_config]
+        batch_twins[:] = [(c, t) for c, t in batch_twins if t not in by_config]
         s.duplicates += len(late_twins)
         if verdicts or late_twins:
             self._take(verdicts + late_twins, s, kernels)
@@ -383,12 +416,12 @@ class Tuner:
 
     @staticmethod
     def _without_twins(configs: Sequence[Config], kernel_key: Callable[[Config], str | None],
-                       measured: Mapping[str, tuple[Config, MeasureResult]]
+                       measured: Mapping[str, tuple[Config, MeasureResult]], in_flight: Sequence[Config] = ()
                        ) -> tuple[list[Config], list[tuple[Config, MeasureResult]], list[tuple[Config, Config]]]:
         """(the configs to measure, twins of kernels measured before with their results, twins of
-        a config in this batch with that config)."""
+        a config in this batch or in flight with that config)."""
         keep: list[Config] = []
-        first: dict[str, Config] = {}
+        first: dict[str, Config] = {k: c for c in in_flight if (k := kernel_key(c)) is not None}
         twins: list[tuple[Config, MeasureResult]] = []
         batch_twins: list[tuple[Config, Config]] = []
         for c in configs:
@@ -420,21 +453,44 @@ class Tuner:
             return None
         return float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) else None
 
-    def _measure(self, configs: Sequence[Config], claims: Claims | None,
-                 kernel_key: Callable[[Config], str | None], cutoff_s: float | None = None) -> list[MeasureResult]:
-        """Measure a batch, logging each result (with its kernel's key) as the runner reports it;
-        release the claims after. cutoff_s: MeasureInput's."""
-        logged = [False] * len(configs)
+    def _measure(self, batch: _Batch, options: TuneOptions, s: _RunState, kernels: _Kernels,
+                 claims: Claims | None) -> None:
+        """Measure a batch, logging each result (with its kernel's key) as the runner reports it,
+        and record it; release the claims after. A runner that takes more inputs while it runs
+        (Refilling, with options.refill) is given the next configs whenever it asks: the results
+        in by then are recorded first, so the proposals learn from them."""
+        configs, twins = list(batch.configs), list(batch.twins)
+        results: dict[int, MeasureResult] = {}
+        unrecorded = list(range(len(configs)))
 
         def log_one(i: int, r: MeasureResult) -> None:
-            if not logged[i]:
-                self._log(configs[i], r, kernel_key(configs[i]))
-            logged[i] = True
+            if i not in results:
+                self._log(configs[i], r, kernels.key(configs[i]))
+                results[i] = r
+
+        def record() -> None:
+            idx = [i for i in unrecorded if i in results]
+            unrecorded[:] = [i for i in unrecorded if i not in results]
+            if idx:
+                self._record([configs[i] for i in idx], [results[i] for i in idx], twins, s, kernels)
+
+        def refill() -> list[MeasureInput]:
+            record()
+            more = self._propose(options, s, kernels, claims, in_flight=[configs[i] for i in unrecorded])
+            if more is None:
+                return []
+            unrecorded.extend(range(len(configs), len(configs) + len(more.configs)))
+            configs.extend(more.configs)
+            twins.extend(more.twins)
+            return more.inputs(self.task)
         try:
-            results = self.runner.run([MeasureInput(self.task, c, cutoff_s) for c in configs], on_result=log_one)
-            for i, r in enumerate(results):  # a runner that did not report a result: log it now
+            if options.refill and isinstance(self.runner, Refilling):
+                answers = self.runner.run_refilling(batch.inputs(self.task), log_one, refill)
+            else:
+                answers = self.runner.run(batch.inputs(self.task), on_result=log_one)
+            for i, r in enumerate(answers):  # a runner that did not report a result: log it now
                 log_one(i, r)
-            return results
+            record()
         finally:
             if claims is not None:
                 claims.release(self.task.key(), [c.key() for c in configs])

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from autotune.environment import settings, worker_env
 from autotune.errors import AutotuneError
-from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult
+from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult, Refill
 from autotune.space import Config
 from autotune.task import Task
 from autotune.target import check_executable
@@ -258,6 +258,7 @@ class LocalRunner:
         self._core_of = [c for c in allowed if c not in self.timing_cores] + [c for c in allowed if c in self.timing_cores]
         self._compilers: list[_Worker] = []
         self._timer: _Worker | None = None
+        self._reserved: set[int] | None = None  # in a run's refill: the compile workers' slots the run has work on
         self.workers_replaced = 0
         self.start_failures = 0
 
@@ -311,12 +312,15 @@ class LocalRunner:
                 **({"cutoff_s": inp.cutoff_s} if inp.cutoff_s is not None and kind == "measure" else {})}
 
     # ---- phases -----------------------------------------------------------------------------
-    def _compile_all(self, inputs: Sequence[MeasureInput], failed: Callable[[int, dict[str, Any]], None],
-                     compiled: Callable[[int, dict[str, Any], tuple[int, ...]], None]) -> None:
+    def _compile_all(self, inputs: list[MeasureInput], failed: Callable[[int, dict[str, Any]], None],
+                     compiled: Callable[[int, dict[str, Any], tuple[int, ...]], None],
+                     refill: Refill | None = None) -> None:
         """Compile every input in parallel, passing each failure to `failed` and each success to
         `compiled` (which measures it, stopping the compile workers' pids it is given while it
         times) the moment it is known, new compiles started first. A worker that dies is replaced
-        and its input compiled once more before the death is the input's verdict."""
+        and its input compiled once more before the death is the input's verdict. refill: asked
+        for more inputs (appended to `inputs`) whenever a compile worker is idle with nothing
+        queued; after an empty answer, again only once a result came in."""
         while len(self._compilers) < min(self.n_compile, len(inputs)):
             self._compilers.append(self._start("compile", len(self._compilers)))
         for slot, w in enumerate(self._compilers):
@@ -326,13 +330,33 @@ class LocalRunner:
         queue = list(range(len(inputs)))
         busy: dict[int, tuple[int, float]] = {}  # worker slot -> (input index, deadline)
         ready: list[tuple[int, dict[str, Any]]] = []  # compiled, not yet measured
+        answered = 0  # results reported
+        asked_at: int | None = None  # results reported when refill last had nothing (None: it had something)
 
         def done(i: int, outcome: dict[str, Any]) -> None:
+            nonlocal answered
             if outcome.get("ok"):
                 ready.append((i, outcome))
             else:
                 failed(i, outcome)
-        while queue or busy or ready:
+                answered += 1
+
+        def may_refill() -> bool:
+            return refill is not None and (asked_at is None or answered > asked_at)
+        while queue or busy or ready or may_refill():
+            if refill is not None and not queue and len(busy) < len(self._compilers) and may_refill():
+                self._reserved = set(busy)  # kernel keys asked for meanwhile go to the idle workers only
+                try:
+                    more = list(refill())
+                finally:
+                    self._reserved = None
+                asked_at = None if more else answered
+                queue += range(len(inputs), len(inputs) + len(more))
+                inputs += more
+                deaths += [0] * len(more)
+                while len(self._compilers) < min(self.n_compile, len(queue) + len(busy)):
+                    slot = len(self._compilers)
+                    self._compilers.append(self._ensure_ready(self._start("compile", slot), "compile", slot))
             for slot, w in enumerate(self._compilers):
                 if slot not in busy and queue:
                     i = queue.pop(0)
@@ -353,6 +377,7 @@ class LocalRunner:
                 t0 = time.monotonic()
                 with self._shared([s for s in busy if self._compile_core(s) in self.timing_cores]) as pids:
                     compiled(i, outcome, pids)
+                answered += 1
                 paused = time.monotonic() - t0  # a paused compile's deadline moves by the pause
                 busy = {s: (j, d + paused if self._compile_core(s) in self.timing_cores else d)
                         for s, (j, d) in busy.items()}
@@ -493,7 +518,10 @@ class LocalRunner:
             return keys
         timeout = min(self.options.key_timeout, self.options.compile_timeout)
         data = task.to_data()
-        n = min(self.n_compile, len(configs))
+        reserved = self._reserved
+        within_run = reserved is not None  # asked by a run's refill: its idle workers only, none started
+        slots = [s for s in range(len(self._compilers) if within_run else self.n_compile) if s not in (reserved or ())]
+        n = min(len(slots), len(configs))
         pending: dict[int, tuple[list[int], float]] = {}  # slot -> (configs asked, not answered; deadline)
         lost = 0  # workers found dead before they got work
 
@@ -513,10 +541,10 @@ class LocalRunner:
         try:
             while len(self._compilers) < n:
                 self._compilers.append(self._start("compile", len(self._compilers)))
-            for slot in range(n):
+            for slot in slots[:n]:
                 self._compilers[slot] = self._ensure_ready(self._compilers[slot], "compile", slot)
-            for slot in range(n):
-                ask(slot, list(range(len(configs)))[slot::n])
+            for k, slot in enumerate(slots[:n]):
+                ask(slot, list(range(len(configs)))[k::n])
             while pending:
                 waiting = [self._compilers[s] for s in pending]
                 if all(not w.buf for w in waiting):
@@ -540,31 +568,51 @@ class LocalRunner:
                     else:
                         pending[slot] = (idx, deadline)
         except _Unavailable:
-            self.close()  # workers may hold unanswered requests: start afresh
+            if not within_run:  # within a run, its own fault handling sees to the workers
+                self.close()  # workers may hold unanswered requests: start afresh
         except BaseException:
-            self.close()  # an environment error, an interrupt: no unanswered request may stay behind
+            if not within_run:  # within a run, the run closes them
+                self.close()  # an environment error, an interrupt: no unanswered request may stay behind
             raise
         return keys
 
     def run(self, inputs: Sequence[MeasureInput], on_result: OnResult | None = None) -> list[MeasureResult]:
+        return self._run(list(inputs), on_result, None)
+
+    def run_refilling(self, inputs: Sequence[MeasureInput], on_result: OnResult | None,
+                      refill: Refill) -> list[MeasureResult]:
+        """As run, asking refill() for more inputs whenever a compile worker would wait
+        (autotune.runner.Refilling): compiling goes on across what were the ends of batches."""
+        return self._run(list(inputs), on_result, refill)
+
+    def _run(self, inputs: list[MeasureInput], on_result: OnResult | None, refill: Refill | None) -> list[MeasureResult]:
         results: list[MeasureResult | None] = [None] * len(inputs)
 
         def report(i: int, r: MeasureResult) -> None:
             results[i] = r
             if on_result is not None:
                 on_result(i, r)
+
+        def more() -> list[MeasureInput]:
+            added = list(refill()) if refill is not None else []
+            results.extend([None] * len(added))
+            return added
         if not inputs:
             return []
         def measure(i: int, c: dict[str, Any], pause: tuple[int, ...]) -> None:
             report(i, _answer({**self._measure(inputs[i], pause), "compile_s": c.get("compile_s")}))  # the compile worker's time
         try:
             self._compile_all(inputs, lambda i, c: report(
-                i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))), measure)
+                i, MeasureResult(None, ErrorKind(c["error"]), c.get("message", ""), c.get("compile_s"))), measure,
+                more if refill is not None else None)
         except _Unavailable as e:
             self.close()  # workers may hold unanswered requests: start afresh next batch
             for i, r in enumerate(results):
                 if r is None:
                     report(i, MeasureResult(None, ErrorKind.INFRASTRUCTURE, str(e)))
+        except BaseException:
+            self.close()  # refill raised, or an interrupt: no unanswered request may stay behind
+            raise
         return results  # type: ignore[return-value]
 
     def close(self) -> None:

@@ -155,3 +155,30 @@ def test_a_retimer_times_every_input_in_alternating_rounds(runner_and_task: tupl
     assert max(len(r.costs) for r in results[:2]) == 3  # the fastest runs every round
     assert not results[2].ok and results[2].error is ErrorKind.COMPILE_ERROR
     assert runner.retime([], rounds=2) == []
+
+
+def test_a_refilling_runner_numbers_what_it_is_given_after_the_rest(runner_and_task: tuple[Runner, Task]) -> None:
+    """Runners that take inputs while they run (Refilling: local): what refill() adds gets results
+    numbered after the inputs before it, each reported once as returned, a bad config an error
+    result; refill is asked again after an empty answer only once a result came in. The others
+    are not Refilling: a tuner gives them batch by batch."""
+    from autotune.runner import Refilling
+    runner, task = runner_and_task
+    if not isinstance(runner, Refilling):
+        assert type(runner).__name__ in ("ReplayRunner", "RayRunner", "TpuRunner")
+        return
+    good = task.default_config()
+    bad = Config({**good, next(iter(good)): "not a value of this knob"})
+    extra = [[MeasureInput(task, bad), MeasureInput(task, _configs(task, 3)[2])], []]
+    asked: list[int] = []
+    seen: list[tuple[int, MeasureResult]] = []
+
+    def refill() -> list[MeasureInput]:
+        asked.append(len(seen))
+        return extra.pop(0) if extra else []
+    configs = _configs(task, 2)
+    results = runner.run_refilling([MeasureInput(task, c) for c in configs], lambda i, r: seen.append((i, r)), refill)
+    _check(results, 4)
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3] and all(r is results[i] for i, r in seen)
+    assert results[0].ok and not results[2].ok and results[3].ok
+    assert not extra and asked == sorted(set(asked))  # never asked twice without a new result

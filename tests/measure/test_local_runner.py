@@ -89,6 +89,28 @@ def test_the_workers_give_the_kernel_keys_this_process_would(runner: LocalRunner
     assert runner.kernel_keys(task, []) == []
 
 
+def test_a_run_takes_more_inputs_while_it_runs(runner: LocalRunner) -> None:
+    """run_refilling (autotune.runner.Refilling): refill is asked when a compile worker would wait;
+    what it adds is compiled and measured in the same run and numbered after the rest; kernel keys
+    asked for inside refill come from the idle workers while the others compile; after an empty
+    answer the run ends once every input has its result, and a failure among the added ones is
+    recorded as its own."""
+    from autotune.backends import backend_of
+    task = Task.create("matmul", "8x8x8", threads=1)
+    more = [[inp(ft.WRONG), inp(ft.OK, 4)], [inp(ft.OK)]]
+    keys: list[list[str | None]] = []
+
+    def refill() -> list[MeasureInput]:
+        keys.append(runner.kernel_keys(task, [task.default_config()]))
+        return more.pop(0) if more else []
+    seen: list[int] = []
+    results = runner.run_refilling([inp(ft.OK), inp(ft.OK, 4)], lambda i, r: seen.append(i), refill)
+    assert [r.error for r in results] == [None, None, ErrorKind.WRONG_ANSWER, None, None]
+    assert sorted(seen) == [0, 1, 2, 3, 4] and not more
+    assert keys and all(k == [backend_of(task).kernel_key(task, task.default_config())] for k in keys)
+    assert all(r.ok for r in runner.run([inp(ft.OK)]))  # and the runner goes on as before
+
+
 def test_compile_timeout_is_recorded() -> None:
     task = Task.create("faulty", {"N": 71, "mode": ft.OK}, threads=1)  # a kernel no other test compiles
     with LocalRunner(LocalRunnerOptions(compile_workers=1, compile_timeout=0.01, protocol=FAST)) as r:
