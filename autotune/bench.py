@@ -114,7 +114,8 @@ class BenchResult:
             return None
         i, attainable, bound = task_roofline(self.task, self.peak)
         return {"peak_gflops": self.peak.gflops, "read_gbps": self.peak.read_gbps, "l3_gbps": self.peak.l3_gbps,
-                "l2_gbps": self.peak.l2_gbps, "intensity": i, "bound": bound, "attainable_gflops": attainable,
+                "l2_gbps": self.peak.l2_gbps, "bandwidth_gbps": self.peak.bandwidth(task_bytes(self.task))[0],
+                "intensity": i, "bound": bound, "attainable_gflops": attainable,
                 "min_bytes": task_bytes(self.task), "share": self.share(self.kernel_seconds),
                 "baseline_share": {k: self.share(v) for k, v in self.baselines.items()}}
 
@@ -297,7 +298,8 @@ def format_result(r: BenchResult) -> str:
     if r.peak is not None:
         i, attainable, bound = task_roofline(t, r.peak)
         mib = task_bytes(t) / (1 << 20)
-        lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound: {i:.2f} flop/byte, {mib:.1f} MiB moved "
+        at = "" if bound == "compute" else f" at {r.peak.bandwidth(task_bytes(t))[0]:.0f} GB/s"
+        lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound{at}: {i:.2f} flop/byte, {mib:.1f} MiB moved "
                      f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak; "
                      f"read {r.peak.read_gbps:.0f} GB/s from memory, {r.peak.l3_gbps:.0f} from L3, "
                      f"{r.peak.l2_gbps:.0f} from L2; measure.peak)")

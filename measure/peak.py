@@ -5,7 +5,10 @@ last-level cache, of one that fits the L3, of one that fits the threads' L2s). A
 the machine is its speed over the roofline at its arithmetic intensity: min(peak, intensity x
 bandwidth), the intensity being its flops over the bytes it must move at least (every input read
 once, the output written once), the bandwidth that of the smallest level its bytes fit (a kernel
-timed call after call keeps what fits in the cache).
+timed call after call keeps what fits in the cache). Working sets past the L3's share and short
+of memory (1, 2 and 4 times the L3) are probed too: a kernel timed over and over on 32 MiB finds
+part of it in a 32 MiB L3 still, and measured against the rate from memory it seemed to run at 130-200%
+of the limit.
 
     >>> from autotune.measure.peak import Peak
     >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
@@ -36,14 +39,16 @@ from autotune.errors import AutotuneError
 from autotune.target import cache_sizes, cpu_model, current
 from autotune.timing_lock import TimingLock, lock_path
 
-SCHEMA = 2
+SCHEMA = 3
 DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
 class Peak:
     """gflops: the FMA peak of `threads` threads in `dtype`; read_gbps: their read rate from memory;
-    l3_gbps / l2_gbps: from the L3 / their L2s, for working sets of up to l3_bytes / l2_bytes."""
+    l3_gbps / l2_gbps: from the L3 / their L2s, for working sets of up to l3_bytes / l2_bytes;
+    beyond: (bytes, GB/s) of working sets past l3_bytes, smallest first: a working set takes the
+    rate of the smallest it fits, past the largest read_gbps."""
     cpu: str
     isa: str
     dtype: str
@@ -55,6 +60,7 @@ class Peak:
     l3_bytes: int = 0
     l2_gbps: float = 0.0
     l2_bytes: int = 0
+    beyond: tuple[tuple[int, float], ...] = ()
 
     def bandwidth(self, nbytes: float | None = None) -> tuple[float, str]:
         """(GB/s, level) of the smallest level a working set of nbytes fits (None: memory)."""
@@ -62,6 +68,9 @@ class Peak:
             for gbps, size, level in ((self.l2_gbps, self.l2_bytes, "L2"), (self.l3_gbps, self.l3_bytes, "L3")):
                 if gbps > 0 and nbytes <= size:
                     return gbps, level
+            for size, gbps in self.beyond:
+                if nbytes <= size:
+                    return gbps, "memory"
         return self.read_gbps, "memory"
 
     def attainable(self, intensity: float, nbytes: float | None = None) -> float:
@@ -203,6 +212,12 @@ def cache_levels(threads: int) -> tuple[int, int]:
     return threads * l2 // 2, l3 // 2
 
 
+def beyond_sizes(l3_bytes: int) -> tuple[int, ...]:
+    """The working sets probed between the L3's share (l3_bytes) and memory: 2, 4 and 8 times it
+    (1, 2 and 4 times the L3)."""
+    return tuple(k * l3_bytes for k in (2, 4, 8)) if l3_bytes > 0 else ()
+
+
 # ---- measured once, cached ------------------------------------------------------------------
 
 def _cache_file() -> Path:
@@ -223,10 +238,21 @@ def _load(path: Path) -> list[dict[str, Any]]:
             Peak(**p)
             if all(isinstance(p.get(k), (int, float)) and math.isfinite(p[k]) and p[k] > 0
                    for k in ("threads", "gflops", "read_gbps", "l3_gbps", "l3_bytes", "l2_gbps", "l2_bytes")):
-                out.append(p)
-        except TypeError:
+                out.append({**p, "beyond": _beyond(p.get("beyond"))})
+        except (TypeError, ValueError):
             continue
     return out
+
+
+def _beyond(value: Any) -> tuple[tuple[int, float], ...]:
+    """A cached `beyond`: at most 8 (bytes, GB/s) pairs of positive finite numbers, sizes rising;
+    ValueError otherwise."""
+    ok = isinstance(value, list) and len(value) <= 8 and all(
+        isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                    and math.isfinite(x) and x > 0 for x in v) for v in value)
+    if not ok or [v[0] for v in value] != sorted({v[0] for v in value}):
+        raise ValueError("a bad 'beyond' in the peak cache")
+    return tuple((int(b), float(g)) for b, g in value)
 
 
 def cached_peak(dtype: str = "float32", threads: int = 1) -> Peak | None:
@@ -256,8 +282,9 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
     with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps the probe
         gflops, gbps = probe_gflops(dtype, threads), probe_read_gbps(threads)
         l3_gbps, l2_gbps = probe_read_gbps(threads, nbytes=l3_bytes), probe_read_gbps(threads, nbytes=l2_bytes)
+        beyond = tuple((n, round(probe_read_gbps(threads, nbytes=n), 1)) for n in beyond_sizes(l3_bytes))
     peak = Peak(cpu, isa, dtype, threads, round(gflops, 1), round(gbps, 1), datetime.date.today().isoformat(),
-                round(l3_gbps, 1), l3_bytes, round(l2_gbps, 1), l2_bytes)
+                round(l3_gbps, 1), l3_bytes, round(l2_gbps, 1), l2_bytes, beyond)
     keep = [p for p in peaks if (p["cpu"], p["isa"], p["dtype"], p["threads"]) != (cpu, isa, dtype, threads)]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -269,5 +296,5 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
     return peak
 
 
-__all__ = ["Peak", "cache_levels", "cached_peak", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes",
+__all__ = ["Peak", "beyond_sizes", "cache_levels", "cached_peak", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes",
            "task_intensity", "task_roofline"]

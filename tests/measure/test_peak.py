@@ -30,6 +30,17 @@ def test_the_roofline_is_the_lower_of_the_peak_and_intensity_times_bandwidth() -
     assert task_intensity(softmax) < 10  # a row-wise kernel: memory bound on any machine here
 
 
+def test_a_working_set_past_the_l3_takes_the_rate_probed_at_its_size() -> None:
+    """Between the L3's share and memory, the rate of the smallest probed size the bytes fit: a
+    working set of 32 MiB finds part of itself in a 32 MiB L3 still; past the largest, memory's."""
+    p = Peak(**{**PEAK.__dict__, "beyond": ((32 << 20, 45.0), (64 << 20, 30.0), (128 << 20, 22.0))})
+    assert p.bandwidth(16 << 20) == (60.0, "L3") and p.bandwidth(24 << 20) == (45.0, "memory")
+    assert p.bandwidth(64 << 20) == (30.0, "memory") and p.bandwidth(100 << 20) == (22.0, "memory")
+    assert p.bandwidth(1 << 30) == (20.0, "memory") and p.bandwidth(None) == (20.0, "memory")
+    assert p.attainable(0.5, nbytes=48 << 20) == 15.0
+    assert peak_mod.beyond_sizes(16 << 20) == (32 << 20, 64 << 20, 128 << 20) and peak_mod.beyond_sizes(0) == ()
+
+
 def test_the_probe_measures_this_machine() -> None:
     """Real kernels, really timed: a register-resident FMA loop beats a scalar loop's 2 flops per
     ns, and reading memory runs at more than 1 GB/s on every machine this project runs on."""
@@ -45,7 +56,12 @@ def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, m
     monkeypatch.setattr(peak_mod, "probe_gflops", lambda dtype, threads: probes.append("fma") or 100.0 * threads)
     monkeypatch.setattr(peak_mod, "probe_read_gbps", lambda threads, nbytes=None: 10.0 if nbytes is None else 50.0)
     cache = tmp_path / "peak.json"
+    mine = {**PEAK.__dict__, "cpu": peak_mod.cpu_model(), "isa": peak_mod.current().isa, "threads": 1}
     for hostile in ("not json", json.dumps({"schema": 1, "peaks": "x"}),
+                    json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": [[1 << 30, 5.0], [1 << 20, 9.0]]}]}),
+                    json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": [["x", 5.0]]}]}),
+                    json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": [[1, 2]] * 9}]}),
+                    json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": "evil"}]}),
                     json.dumps({"schema": 1, "peaks": [{"cpu": 1, "evil": True}]}),
                     json.dumps({"schema": 1, "peaks": [{**PEAK.__dict__, "cpu": peak_mod.cpu_model(),
                                                          "isa": peak_mod.current().isa, "threads": 1,
