@@ -6,9 +6,9 @@ the machine is its speed over the roofline at its arithmetic intensity: min(peak
 bandwidth), the intensity being its flops over the bytes it must move at least (every input read
 once, the output written once), the bandwidth that of the smallest level its bytes fit (a kernel
 timed call after call keeps what fits in the cache). Working sets past the L3's share and short
-of memory (1, 2 and 4 times the L3) are probed too: a kernel timed over and over on 32 MiB finds
-part of it in a 32 MiB L3 still, and measured against the rate from memory it seemed to run at 130-200%
-of the limit.
+of memory are probed too, at 1, 2 and 4 times the L3, and a size between two probed ones takes the
+rate interpolated in log size: a kernel timed over and over on 32 MiB finds part of it in a 32 MiB
+L3 still, and measured against the rate from memory it seemed to run at 130-200% of the limit.
 
     >>> from autotune.measure.peak import Peak
     >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
@@ -47,8 +47,9 @@ DTYPES = ("float32", "float64")
 class Peak:
     """gflops: the FMA peak of `threads` threads in `dtype`; read_gbps: their read rate from memory;
     l3_gbps / l2_gbps: from the L3 / their L2s, for working sets of up to l3_bytes / l2_bytes;
-    beyond: (bytes, GB/s) of working sets past l3_bytes, smallest first: a working set takes the
-    rate of the smallest it fits, past the largest read_gbps."""
+    beyond: (bytes, GB/s) of working sets past l3_bytes, smallest first: a working set between two
+    probed sizes (l3_bytes the first) takes the rate interpolated between theirs in log size, past
+    the largest read_gbps."""
     cpu: str
     isa: str
     dtype: str
@@ -68,9 +69,11 @@ class Peak:
             for gbps, size, level in ((self.l2_gbps, self.l2_bytes, "L2"), (self.l3_gbps, self.l3_bytes, "L3")):
                 if gbps > 0 and nbytes <= size:
                     return gbps, level
-            for size, gbps in self.beyond:
-                if nbytes <= size:
-                    return gbps, "memory"
+            points = [(self.l3_bytes, self.l3_gbps), *self.beyond] if self.l3_gbps > 0 else list(self.beyond)
+            for (s0, g0), (s1, g1) in zip(points, points[1:]):
+                if nbytes <= s1:
+                    t = math.log(max(nbytes, s0) / s0) / math.log(s1 / s0)
+                    return g0 + (g1 - g0) * t, "memory"
         return self.read_gbps, "memory"
 
     def attainable(self, intensity: float, nbytes: float | None = None) -> float:

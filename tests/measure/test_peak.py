@@ -31,13 +31,16 @@ def test_the_roofline_is_the_lower_of_the_peak_and_intensity_times_bandwidth() -
 
 
 def test_a_working_set_past_the_l3_takes_the_rate_probed_at_its_size() -> None:
-    """Between the L3's share and memory, the rate of the smallest probed size the bytes fit: a
-    working set of 32 MiB finds part of itself in a 32 MiB L3 still; past the largest, memory's."""
+    """Between the L3's share and memory, the rate probed at its size, interpolated in log size
+    between probed sizes: a working set of 32 MiB finds part of itself in a 32 MiB L3 still; past
+    the largest probed size, memory's."""
     p = Peak(**{**PEAK.__dict__, "beyond": ((32 << 20, 45.0), (64 << 20, 30.0), (128 << 20, 22.0))})
-    assert p.bandwidth(16 << 20) == (60.0, "L3") and p.bandwidth(24 << 20) == (45.0, "memory")
-    assert p.bandwidth(64 << 20) == (30.0, "memory") and p.bandwidth(100 << 20) == (22.0, "memory")
-    assert p.bandwidth(1 << 30) == (20.0, "memory") and p.bandwidth(None) == (20.0, "memory")
-    assert p.attainable(0.5, nbytes=48 << 20) == 15.0
+    assert p.bandwidth(16 << 20) == (60.0, "L3") and p.bandwidth(32 << 20) == (45.0, "memory")
+    assert p.bandwidth(64 << 20) == (30.0, "memory") and p.bandwidth(1 << 30) == (20.0, "memory")
+    assert p.bandwidth(None) == (20.0, "memory")
+    assert p.bandwidth((16 << 20) * 2 ** 0.5)[0] == pytest.approx(52.5)  # halfway from 16 to 32 MiB in log size
+    assert p.bandwidth((64 << 20) + 4096)[0] == pytest.approx(30.0, rel=1e-3)  # just past a probed size: about its rate
+    assert p.attainable(0.5, nbytes=(64 << 20) * 2 ** 0.5) == pytest.approx(13.0)
     assert peak_mod.beyond_sizes(16 << 20) == (32 << 20, 64 << 20, 128 << 20) and peak_mod.beyond_sizes(0) == ()
 
 
