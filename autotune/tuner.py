@@ -473,6 +473,8 @@ class Tuner:
             unrecorded[:] = [i for i in unrecorded if i not in results]
             if idx:
                 self._record([configs[i] for i in idx], [results[i] for i in idx], twins, s, kernels)
+                if claims is not None:  # logged: a config lost to the infrastructure may be proposed again
+                    claims.release(self.task.key(), [configs[i].key() for i in idx])
 
         def refill() -> list[MeasureInput]:
             record()

@@ -68,9 +68,10 @@ def test_the_runner_is_refilled_to_exactly_the_trials(tmp_path) -> None:  # type
     assert res.best_seconds == min(r.seconds for r in records if r.ok)
 
 
-def test_a_lost_measurement_is_measured_again_in_a_refill() -> None:
+def test_a_lost_measurement_is_measured_again_in_a_refill(tmp_path) -> None:  # type: ignore[no-untyped-def]
     runner = Refiller(lost=3)
-    res = Tuner(TASK, make_strategy("random", TASK.space(), seed=0), runner).run(TuneOptions(trials=12, batch=4))
+    log = RecordLog(tmp_path / "t.jsonl")  # with its claims: a config is claimed again when measured again
+    res = Tuner(TASK, make_strategy("random", TASK.space(), seed=0), runner, log).run(TuneOptions(trials=12, batch=4))
     assert res.measured == 12 and res.infrastructure == 3
     assert len(runner.seen) == 15 and len(set(runner.seen)) == 12  # the 3 lost ones again, nothing else
 
