@@ -281,7 +281,7 @@ class Tuner:
         stops early, or proposals ran out."""
         while s.measured + len(in_flight) < options.trials and not self._stop_early(options, s):
             n = min(options.batch, options.trials - s.measured - len(in_flight))
-            configs = [c for c in self._next_batch(n, s, kernels) if c not in in_flight]
+            configs = self._next_batch(n, s, kernels, in_flight)
             if not configs:
                 return None
             configs, batch_twins = self._skip_twins(configs, s, kernels, in_flight)
@@ -305,16 +305,16 @@ class Tuner:
             return True
         return options.early_stopping is not None and s.since_improvement >= options.early_stopping
 
-    def _next_batch(self, n: int, s: _RunState, kernels: _Kernels) -> list[Config]:
-        """Up to n configs not done yet: those to measure again first, then the initial ones, then
-        the strategy's proposals."""
+    def _next_batch(self, n: int, s: _RunState, kernels: _Kernels, in_flight: Sequence[Config] = ()) -> list[Config]:
+        """Up to n configs neither done nor in flight: those to measure again first, then the
+        initial ones, then the strategy's proposals."""
         configs, s.retry = s.retry[:n], s.retry[n:]
         first = [c for c in self.initial if c not in kernels.done and c not in configs][:n - len(configs)]
         self.initial = [c for c in self.initial if c not in first and c not in kernels.done]
         configs += first
         if n > len(configs):
             configs += self.strategy.propose(n - len(configs)) or []
-        return [c for c in dict.fromkeys(configs) if c not in kernels.done]
+        return [c for c in dict.fromkeys(configs) if c not in kernels.done and c not in in_flight]
 
     def _skip_twins(self, configs: list[Config], s: _RunState, kernels: _Kernels,
                     in_flight: Sequence[Config] = ()) -> tuple[list[Config], list[tuple[Config, Config]]]:
@@ -470,10 +470,13 @@ class Tuner:
 
         def record() -> None:
             idx = [i for i in unrecorded if i in results]
+            if not idx:
+                return
             unrecorded[:] = [i for i in unrecorded if i not in results]
-            if idx:
+            try:
                 self._record([configs[i] for i in idx], [results[i] for i in idx], twins, s, kernels)
-                if claims is not None:  # logged: a config lost to the infrastructure may be proposed again
+            finally:  # logged: a config lost to the infrastructure may be proposed again
+                if claims is not None:
                     claims.release(self.task.key(), [configs[i].key() for i in idx])
 
         def refill() -> list[MeasureInput]:
@@ -494,5 +497,5 @@ class Tuner:
                 log_one(i, r)
             record()
         finally:
-            if claims is not None:
-                claims.release(self.task.key(), [c.key() for c in configs])
+            if claims is not None:  # the recorded ones were released as they were recorded
+                claims.release(self.task.key(), [configs[i].key() for i in unrecorded])

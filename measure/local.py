@@ -279,6 +279,14 @@ class LocalRunner:
             cores=cores,
             lock_path=self.lock, template_modules=tuple(USER_MODULES), sys_path=beside, target=here.target))
 
+    def _ready_compilers(self, n: int) -> None:
+        """min(n, compile_workers) compile workers at least, every one ready (those missing are
+        started together, then waited for)."""
+        while len(self._compilers) < min(self.n_compile, n):
+            self._compilers.append(self._start("compile", len(self._compilers)))
+        for slot, w in enumerate(self._compilers):
+            self._compilers[slot] = self._ensure_ready(w, "compile", slot)
+
     def _compile_core(self, slot: int) -> int:
         return self._core_of[slot % len(self._core_of)]
 
@@ -321,10 +329,7 @@ class LocalRunner:
         and its input compiled once more before the death is the input's verdict. refill: asked
         for more inputs (appended to `inputs`) whenever a compile worker is idle with nothing
         queued; after an empty answer, again only once a result came in."""
-        while len(self._compilers) < min(self.n_compile, len(inputs)):
-            self._compilers.append(self._start("compile", len(self._compilers)))
-        for slot, w in enumerate(self._compilers):
-            self._compilers[slot] = self._ensure_ready(w, "compile", slot)
+        self._ready_compilers(len(inputs))
         deaths = [0] * len(inputs)
         lost = 0  # workers found dead before they got work
         queue = list(range(len(inputs)))
@@ -354,9 +359,7 @@ class LocalRunner:
                 queue += range(len(inputs), len(inputs) + len(more))
                 inputs += more
                 deaths += [0] * len(more)
-                while len(self._compilers) < min(self.n_compile, len(queue) + len(busy)):
-                    slot = len(self._compilers)
-                    self._compilers.append(self._ensure_ready(self._start("compile", slot), "compile", slot))
+                self._ready_compilers(len(queue) + len(busy))
             for slot, w in enumerate(self._compilers):
                 if slot not in busy and queue:
                     i = queue.pop(0)
@@ -539,10 +542,7 @@ class LocalRunner:
                 pending[slot] = (idx, time.monotonic() + timeout)
                 return
         try:
-            while len(self._compilers) < n:
-                self._compilers.append(self._start("compile", len(self._compilers)))
-            for slot in slots[:n]:
-                self._compilers[slot] = self._ensure_ready(self._compilers[slot], "compile", slot)
+            self._ready_compilers(n)
             for k, slot in enumerate(slots[:n]):
                 ask(slot, list(range(len(configs)))[k::n])
             while pending:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from autotune.backends import backend_of
+from autotune.claims import Claims
 from autotune.records import RecordLog, load_records
 from autotune.runner import ErrorKind, MeasureInput, MeasureResult, OnResult, Refill, Refilling
 from autotune.search import make_strategy
@@ -66,6 +67,7 @@ def test_the_runner_is_refilled_to_exactly_the_trials(tmp_path) -> None:  # type
     assert res.measured == 20 and len(tuned) == 20 and len(runner.seen) == 20
     assert len({r.config_key() for r in tuned}) == 20  # nothing measured twice
     assert res.best_seconds == min(r.seconds for r in records if r.ok)
+    assert Claims(tmp_path / "t.jsonl").held() == []  # every claim released, each once it was recorded
 
 
 def test_a_lost_measurement_is_measured_again_in_a_refill(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -74,6 +76,7 @@ def test_a_lost_measurement_is_measured_again_in_a_refill(tmp_path) -> None:  # 
     res = Tuner(TASK, make_strategy("random", TASK.space(), seed=0), runner, log).run(TuneOptions(trials=12, batch=4))
     assert res.measured == 12 and res.infrastructure == 3
     assert len(runner.seen) == 15 and len(set(runner.seen)) == 12  # the 3 lost ones again, nothing else
+    assert Claims(tmp_path / "t.jsonl").held() == []
 
 
 def test_the_same_trials_batch_by_batch_without_refill() -> None:
