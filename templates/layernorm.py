@@ -2,7 +2,8 @@
 
 Compute definition: the two-pass variance (no E[x^2] - mean^2 cancellation). Each stage has one
 consumer, so all can be computed at a loop of the output; the row sum is computed twice for that
-reason (one cheap, vectorized pass over a row already in cache)::
+reason, in one loop where both are computed per row (the code generator fuses the two sibling
+loops: autotune.codegen.fuse)::
 
     sa[i]   = sum_j x[i, j]
     var[i]  = sum_j (x[i, j] - sa[i] / N)^2

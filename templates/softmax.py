@@ -14,13 +14,14 @@ from the float's bits, with no clamps, NaN test or second 2**n factor of its own
 np.exp is a scalar libm call here (no SVML), about 4x slower than NumPy's SIMD exp, which no
 schedule could recover.
 
-What bounds it (AVX-512, Zen 4, 2 threads, 4096x1024 float32): 32 MiB of DRAM traffic (x read
-once, y written once; e stays in L1) take 1.02 ms at the 33 GB/s measured streaming rate. The
+What bounds it (AVX-512, Zen 4, 2 threads, 4096x1024 float32): 32 MiB of DRAM traffic (x read once,
+y written once; e stays in L1) take 1.02 ms at the 33 GB/s measured streaming rate. The
 instructions per 16 floats: row max 2, exp pass 19 (`vexp_nonpos` with the subtraction, clamps,
-load and store; 31 with `vexp`), row sum 1, output 2 (a multiply by 1/s, hoisted): 0.33 ns per
-element on one core with the rows in L2 (0.44 with `vexp`), 0.69 ms for the whole input on 2
-cores (0.92 with `vexp`, level with the memory time). So memory bound, the exp throughput a third
-below it. Timed in a hot loop the 32 MiB partly stay in the L3 and move faster than 33 GB/s
+load and store; 31 with `vexp`), row sum 1 (added in the exp pass where e is computed per row: the
+code generator fuses the two loops, autotune.codegen.fuse), output 2 (a multiply by 1/s, hoisted):
+0.33 ns per element on one core with the rows in L2 (0.44 with `vexp`), 0.69 ms for the whole input
+on 2 cores (0.92 with `vexp`, level with the memory time). So memory bound, the exp throughput a
+third below it. Timed in a hot loop the 32 MiB partly stay in the L3 and move faster than 33 GB/s
 (layernorm, the same traffic and little arithmetic: 0.62 ms; softmax 0.78 ms): there the exp
 throughput is what separates the two.
 

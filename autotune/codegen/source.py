@@ -20,6 +20,7 @@ import keyword
 import math
 import unicodedata
 
+from autotune.codegen.fuse import fuse_siblings
 from autotune.environment import FASTMATH
 from autotune.ir import expr as te
 from autotune.ir.affine import simplify
@@ -294,7 +295,7 @@ def signature(fn: Function) -> str:
 
 
 def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...], noalias: bool = False) -> list[str]:
-    body = unroll(fn.body)
+    body = fuse_siblings(unroll(fn.body), reassoc="reassoc" in fastmath)
     pipeline = "NoAliasKernelPipeline" if noalias else "KernelPipeline"
     p.helpers.update((pipeline, "healing_njit"))  # numba.njit with a verified disk cache (codegen/healing.py)
     args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.target  # follows the target in force: .ci/run runs it 
 
 # the operator library: templates defined in the templates package (other tests register throwaway
 # user templates into the same dict at run time; those are not part of the library)
-NAMES = sorted(n for n, t in TEMPLATES.items() if getattr(t.define, "__module__", "").startswith("templates"))
+NAMES = sorted(n for n, t in TEMPLATES.items() if getattr(t.define, "__module__", "").startswith("autotune.templates."))
+assert NAMES, "no library template found: the filter above selects none (a renamed package?)"
 IMAGE = {"H", "W"}
 EXAMPLES = int(os.environ.get("AUTOTUNE_TEMPLATE_EXAMPLES", "3"))  # per template and dtype; raise for a longer hunt
 
