@@ -51,6 +51,7 @@ import numpy as np
 
 from autotune.codegen import Kernel
 from autotune.codegen.buffers import check_disjoint
+from autotune.codegen.invoke import RAN
 from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Log, Record, best_per_task, from_target, preference
 from autotune.retime import busy_note
@@ -248,8 +249,10 @@ class TunedOp:
         # the arrays in the op's argument order; None (nothing run) when an input holds NaN or Inf
         run, entry = k.prepared(check_finite=check)
         # a one-thread kernel taking the arrays as they come: its compiled entry called from __call__'s
-        # frame, the only Python one on the way (each frame is call overhead)
-        fast = (*entry, oshape, odtype, check) if entry is not None and contiguous else None
+        # frame, the only Python one on the way (each frame is call overhead); with the layout of an
+        # out= that it may write to as it is (C-contiguous)
+        fast = (*entry, oshape, odtype, check, _layout(np.empty(oshape, odtype))) \
+            if entry is not None and contiguous else None
 
         def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
             return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
@@ -279,15 +282,19 @@ class TunedOp:
                 hit = False
             if hit:
                 fast = last[3]
-                if out is None and fast is not None:  # the compiled entry from this frame
-                    entry, rest, oshape, odtype, checked = fast
-                    result = np.empty(oshape, odtype)
-                    if not checked:
-                        entry((*arrays, result) + rest)
-                        return result
-                    if entry(arrays, (result,) + rest):
-                        return result
-                return last[2](arrays, out)  # (an input with NaN or Inf: call answers it)
+                if fast is not None:  # the compiled entry from this frame
+                    entry, rest, oshape, odtype, checked, olayout = fast
+                    if out is None:
+                        result = np.empty(oshape, odtype)
+                        if not checked:
+                            entry((*arrays, result) + rest)
+                            return result
+                        if entry(arrays, (result,) + rest) == RAN:
+                            return result
+                    elif checked and type(out) is np.ndarray and _layout(out) == olayout and out.flags.writeable:
+                        if entry(arrays, (out,) + rest) == RAN:  # the entry checks that out overlaps no input
+                            return out
+                return last[2](arrays, out)  # (an input with NaN or Inf, an overlapping out: call answers it)
         try:
             layouts = tuple(map(_layout, arrays))
         except AttributeError:  # not all arrays: convert once, then the same path

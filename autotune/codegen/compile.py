@@ -54,7 +54,7 @@ from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
 from autotune.codegen.source import generate_sources, scratch, source_hash  # noqa: E402
 from autotune.codegen.finite import finite_check  # noqa: E402
-from autotune.codegen.invoke import invoker_for  # noqa: E402
+from autotune.codegen.invoke import OVERLAP, RAN, invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
@@ -282,9 +282,10 @@ class Kernel:
         """prepare()'s `run`, and the compiled entry `(call, rest)` it calls, for a caller that calls
         it from its own frame (no Python frame in between: a tuned op's call), where the kernel runs
         on one thread and takes the arrays as they are (no views); None otherwise. `rest` are run's
-        own intermediates and scratch. Checked: `call(ins, (out,) + rest)` returns False, running
-        nothing, when an input holds NaN or ±Inf; unchecked: `call((*ins, out) + rest)`. Inputs
-        and out unchecked, as for run."""
+        own intermediates and scratch. Checked: `call(ins, (out,) + rest)` returns
+        autotune.codegen.invoke's RAN, or, running nothing, NONFINITE when an input holds NaN or
+        ±Inf and OVERLAP when out shares memory with an input; unchecked: `call((*ins, out) +
+        rest)`. Inputs and out otherwise unchecked, as for run."""
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
@@ -300,10 +301,12 @@ class Kernel:
             if check_finite:
                 def run_checked(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                     if shapes:
-                        ok = call(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
+                        did = call(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
                     else:
-                        ok = call(ins, (out,) + rest)
-                    return out if ok else None
+                        did = call(ins, (out,) + rest)
+                    if did == OVERLAP:
+                        check_disjoint(ins, out)  # raises the ShapeError
+                    return out if did == RAN else None
                 return run_checked, entry
 
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:

@@ -84,14 +84,27 @@ def compiled_finite(a):  # type: ignore[no-untyped-def]
     return finite(a)
 
 
+RAN, NONFINITE, OVERLAP = 0, 1, 2  # what a checked call did (Invoker.checked)
+
+
 @healing_njit(nogil=True, cache=True)
 def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
+    out = rest[0]
+    lo = out.ctypes.data
+    hi = lo + out.nbytes
+    apart = True
+    for a in literal_unroll(inputs):
+        start = a.ctypes.data
+        apart = apart and (start + a.nbytes <= lo or hi <= start)
+    if not apart:
+        return OVERLAP
     ok = True
     for a in literal_unroll(inputs):
         ok = ok and finite(a)
-    if ok:
-        _call_at(address, inputs + rest)
-    return ok
+    if not ok:
+        return NONFINITE
+    _call_at(address, inputs + rest)
+    return RAN
 
 
 _trampolines: dict[Any, Callable[..., Any]] = {}
@@ -119,10 +132,11 @@ class Invoker:
         between (a tuned op's fast path)."""
         return functools.partial(self._call, self.address)
 
-    def checked(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
+    def checked(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
         """`call(inputs, rest)`: the function run on `inputs + rest` (its first n_inputs arguments,
-        then the others) and True, unless an input array holds NaN or ±Inf: then False, and
-        nothing runs. Inputs must be C-contiguous."""
+        then the others: the first of them an array, the output) and RAN (0), unless the output
+        shares memory with an input (OVERLAP) or an input array holds NaN or ±Inf (NONFINITE):
+        then nothing runs. Inputs and the output must be C-contiguous."""
         key = (self._args, n_inputs)
         call = _trampolines.get(key)
         if call is None:

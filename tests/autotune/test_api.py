@@ -74,3 +74,38 @@ def test_bad_uses_are_clear_errors(tmp_path: Path) -> None:
     with warnings.catch_warnings(), pytest.raises(AutotuneError, match="out overlaps input 0"):  # noalias kernels
         warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
         mm(a, a.copy(), out=a)
+
+
+def test_out_takes_the_fast_path_on_later_calls_and_every_check_still_holds() -> None:
+    """From the second call on, out= runs the compiled entry directly: the output is written in
+    place, an out overlapping an input is refused, an input holding NaN is answered by the NumPy
+    reference, and an out of another layout or read-only goes the checked way to a clear error."""
+    mm = autotune.op("matmul", policy="default", threads=1)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((5, 8)).astype(np.float32)
+    out = np.empty((8, 8), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
+        for _ in range(3):  # the first call makes the call path; the later ones take it
+            out[:] = 0.0
+            assert mm(a, b, out=out) is out
+            np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+        big = np.zeros(8 * 5 + 8 * 8, np.float32)
+        a_in = big[:40].reshape(8, 5)
+        a_in[:] = a
+        with pytest.raises(AutotuneError, match="out overlaps input 0"):
+            mm(a_in, b, out=big[32:96].reshape(8, 8))  # contiguous, sharing a_in's last row
+        bad = a.copy()
+        bad[2, 3] = np.nan
+        with pytest.warns(RuntimeWarning, match="input A holds NaN or Inf"):
+            assert mm(bad, b, out=out) is out
+        np.testing.assert_allclose(out, bad @ b, rtol=1e-5, atol=1e-5)
+        assert np.isnan(out[2]).all() and np.isfinite(np.delete(out, 2, axis=0)).all()
+        with pytest.raises(AutotuneError, match="C-contiguous"):
+            mm(a, b, out=np.empty((8, 8), np.float32, order="F"))
+        frozen = np.empty((8, 8), np.float32)
+        frozen.flags.writeable = False
+        with pytest.raises(AutotuneError, match="read-only|writ"):
+            mm(a, b, out=frozen)
+        assert mm(a, b, out=out) is out        # and the fast path again
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from autotune.codegen.finite import all_finite
+from autotune.codegen.invoke import NONFINITE, OVERLAP, RAN
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -53,11 +54,30 @@ def test_the_checked_trampoline_runs_the_kernel_only_on_finite_inputs():
     call = invoker_for(add).checked(3)
     x, n, y = np.ones(5, np.float32), np.arange(5), np.full(5, 2.0)
     out = np.zeros(5)
-    assert call((x, n, y), (out,)) and out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
+    assert call((x, n, y), (out,)) == RAN and out.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0]
     for i, bad in ((0, np.nan), (2, np.inf), (2, -np.inf)):
         arrays = [x.copy(), n, y.copy()]
         arrays[i][4] = bad
         out[:] = -1.0
-        assert not call(tuple(arrays), (out,)) and (out == -1.0).all(), (i, bad)  # the kernel did not run
+        assert call(tuple(arrays), (out,)) == NONFINITE and (out == -1.0).all(), (i, bad)  # the kernel did not run
     out[:] = np.nan  # an output holding NaN is no input's fault
-    assert call((x, n, y), (out,)) and np.isfinite(out).all()
+    assert call((x, n, y), (out,)) == RAN and np.isfinite(out).all()
+
+
+def test_the_checked_trampoline_runs_nothing_on_an_output_that_overlaps_an_input():
+    """Invoker.checked: an output sharing memory with an input (a tuned op's out=) is refused in the
+    same compiled call; arrays side by side in one buffer are apart."""
+    import numba
+
+    from autotune.codegen.invoke import invoker_for
+
+    @numba.njit("void(float64[::1], float64[::1])", no_cpython_wrapper=True)
+    def double(x, out):
+        for i in range(out.size):
+            out[i] = 2.0 * x[i]
+    call = invoker_for(double).checked(1)
+    buf = np.arange(12.0)
+    for x, out in ((buf[:6], buf[3:9]), (buf[3:9], buf[:6]), (buf[:6], buf[:6]), (buf[2:4], buf[:6])):
+        before = buf.copy()
+        assert call((x,), (out,)) == OVERLAP and (buf == before).all()
+    assert call((buf[:6],), (buf[6:],)) == RAN and buf[6:].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
