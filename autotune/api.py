@@ -251,8 +251,7 @@ class TunedOp:
         # a one-thread kernel taking the arrays as they come: its compiled entry called from __call__'s
         # frame, the only Python one on the way (each frame is call overhead); with the layout of an
         # out= that it may write to as it is (C-contiguous)
-        fast = (*entry, oshape, odtype, check, _layout(np.empty(oshape, odtype))) \
-            if entry is not None and contiguous else None
+        fast = (*entry, oshape, odtype, _layout(np.empty(oshape, odtype))) if entry is not None and contiguous else None
 
         def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
             return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
@@ -283,15 +282,12 @@ class TunedOp:
             if hit:
                 fast = last[3]
                 if fast is not None:  # the compiled entry from this frame
-                    entry, rest, oshape, odtype, checked, olayout = fast
+                    entry, rest, oshape, odtype, olayout = fast
                     if out is None:
                         result = np.empty(oshape, odtype)
-                        if not checked:
-                            entry((*arrays, result) + rest)
-                            return result
                         if entry(arrays, (result,) + rest) == RAN:
                             return result
-                    elif checked and type(out) is np.ndarray and _layout(out) == olayout and out.flags.writeable:
+                    elif type(out) is np.ndarray and _layout(out) == olayout and out.flags.writeable:
                         if entry(arrays, (out,) + rest) == RAN:  # the entry checks that out overlaps no input
                             return out
                 return last[2](arrays, out)  # (an input with NaN or Inf, an overlapping out: call answers it)

@@ -282,10 +282,9 @@ class Kernel:
         """prepare()'s `run`, and the compiled entry `(call, rest)` it calls, for a caller that calls
         it from its own frame (no Python frame in between: a tuned op's call), where the kernel runs
         on one thread and takes the arrays as they are (no views); None otherwise. `rest` are run's
-        own intermediates and scratch. Checked: `call(ins, (out,) + rest)` returns
-        autotune.codegen.invoke's RAN, or, running nothing, NONFINITE when an input holds NaN or
-        ±Inf and OVERLAP when out shares memory with an input; unchecked: `call((*ins, out) +
-        rest)`. Inputs and out otherwise unchecked, as for run."""
+        own intermediates and scratch. `call(ins, (out,) + rest)` returns autotune.codegen.invoke's
+        RAN, or, running nothing, OVERLAP when out shares memory with an input and (checked)
+        NONFINITE when an input holds NaN or ±Inf. Inputs and out otherwise unchecked, as for run."""
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
@@ -296,26 +295,18 @@ class Kernel:
         ext = self.nest.main.parallel_extent
         if ext is None:
             rest = (*inter, *scratch_of(self.nest.main))  # after the inputs and the output
-            call = main.checked(len(self.nest.inputs)) if check_finite else main.direct()
-            entry = None if shapes else (call, rest)
-            if check_finite:
-                def run_checked(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
-                    if shapes:
-                        did = call(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
-                    else:
-                        did = call(ins, (out,) + rest)
-                    if did == OVERLAP:
-                        check_disjoint(ins, out)  # raises the ShapeError
-                    return out if did == RAN else None
-                return run_checked, entry
+            n = len(self.nest.inputs)
+            call = main.checked(n) if check_finite else main.apart(n)
 
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                 if shapes:
-                    call((*[a.reshape(sh) for a, sh in zip(ins, shapes)], out.reshape(oshape)) + rest)
+                    did = call(tuple([a.reshape(sh) for a, sh in zip(ins, shapes)]), (out.reshape(oshape),) + rest)
                 else:
-                    call((*ins, out) + rest)
-                return out
-            return run, entry
+                    did = call(ins, (out,) + rest)
+                if did == OVERLAP:
+                    check_disjoint(ins, out)  # raises the ShapeError
+                return out if did == RAN else None
+            return run, None if shapes else (call, rest)
         pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()
         nthreads = max(1, min(self.threads, ext))
         grain = max(1, ext // (8 * nthreads))

@@ -84,25 +84,38 @@ def compiled_finite(a):  # type: ignore[no-untyped-def]
     return finite(a)
 
 
-RAN, NONFINITE, OVERLAP = 0, 1, 2  # what a checked call did (Invoker.checked)
+RAN, NONFINITE, OVERLAP = 0, 1, 2  # what a call into an output did (Invoker.checked, Invoker.apart)
 
 
 @healing_njit(nogil=True, cache=True)
-def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
-    out = rest[0]
+def _overlaps(inputs, out):  # type: ignore[no-untyped-def]
+    """Whether C-contiguous `out` shares a byte with one of the C-contiguous arrays `inputs`."""
     lo = out.ctypes.data
     hi = lo + out.nbytes
     apart = True
     for a in literal_unroll(inputs):
         start = a.ctypes.data
         apart = apart and (start + a.nbytes <= lo or hi <= start)
-    if not apart:
+    return not apart
+
+
+@healing_njit(nogil=True, cache=True)
+def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
+    if _overlaps(inputs, rest[0]):
         return OVERLAP
     ok = True
     for a in literal_unroll(inputs):
         ok = ok and finite(a)
     if not ok:
         return NONFINITE
+    _call_at(address, inputs + rest)
+    return RAN
+
+
+@healing_njit(nogil=True, cache=True)
+def _invoke_apart(address, inputs, rest):  # type: ignore[no-untyped-def]
+    if _overlaps(inputs, rest[0]):
+        return OVERLAP
     _call_at(address, inputs + rest)
     return RAN
 
@@ -127,21 +140,23 @@ class Invoker:
     def __call__(self, *args: Any) -> None:
         self._call(self.address, args)
 
-    def direct(self) -> Callable[[tuple[Any, ...]], None]:
-        """`call(args)`: the function run on the tuple `args`, with no Python frame of this class in
-        between (a tuned op's fast path)."""
-        return functools.partial(self._call, self.address)
-
     def checked(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
         """`call(inputs, rest)`: the function run on `inputs + rest` (its first n_inputs arguments,
         then the others: the first of them an array, the output) and RAN (0), unless the output
         shares memory with an input (OVERLAP) or an input array holds NaN or ±Inf (NONFINITE):
         then nothing runs. Inputs and the output must be C-contiguous."""
-        key = (self._args, n_inputs)
+        return self._into(n_inputs, _invoke_checked)
+
+    def apart(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
+        """checked() without the inputs' NaN/Inf check: RAN, or OVERLAP running nothing."""
+        return self._into(n_inputs, _invoke_apart)
+
+    def _into(self, n_inputs: int, trampoline: Any) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
+        key = (self._args, n_inputs, trampoline)
         call = _trampolines.get(key)
         if call is None:
             head, tail = self._args[:n_inputs], self._args[n_inputs:]
-            call = _trampolines[key] = _invoke_checked.compile((types.int64, types.Tuple(head), types.Tuple(tail)))
+            call = _trampolines[key] = trampoline.compile((types.int64, types.Tuple(head), types.Tuple(tail)))
         return functools.partial(call, self.address)
 
 

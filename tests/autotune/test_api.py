@@ -108,4 +108,10 @@ def test_out_takes_the_fast_path_on_later_calls_and_every_check_still_holds() ->
         with pytest.raises(AutotuneError, match="read-only|writ"):
             mm(a, b, out=frozen)
         assert mm(a, b, out=out) is out        # and the fast path again
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+        unchecked = mm.configure(check_finite=False)  # its entry refuses the overlap too
+        for _ in range(2):
+            assert unchecked(a_in, b, out=out) is out
+            with pytest.raises(AutotuneError, match="out overlaps input 0"):
+                unchecked(a_in, b, out=big[32:96].reshape(8, 8))
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
