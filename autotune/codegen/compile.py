@@ -53,7 +53,7 @@ from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
 from autotune.codegen.source import generate_sources, scratch, source_hash  # noqa: E402
-from autotune.codegen.finite import finite_check  # noqa: E402
+from autotune.codegen.finite import parallel_finite_check  # noqa: E402
 from autotune.codegen.invoke import OVERLAP, RAN, invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
@@ -313,7 +313,7 @@ class Kernel:
         per_thread = [scratch_of(self.nest.main) for _ in range(nthreads)]
 
         checks = [(i, c) for i, t in enumerate(self.nest.inputs)
-                  if (c := finite_check(np.dtype(t.dtype), contiguous=True)) is not None] if check_finite else []
+                  if (c := parallel_finite_check(np.dtype(t.dtype), nthreads)) is not None] if check_finite else []
 
         def run_parallel(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
             if checks and not all(c(ins[i]) for i, c in checks):

@@ -84,6 +84,21 @@ def compiled_finite(a):  # type: ignore[no-untyped-def]
     return finite(a)
 
 
+FINITE_CHUNK = 1 << 16  # elements a thread checks at a time in finite_chunks
+
+
+def _finite_chunks(flat, bad, lo, hi):  # type: ignore[no-untyped-def]
+    """bad[c] = 1 where chunk c (FINITE_CHUNK elements) of `flat` holds NaN or ±Inf, for c in [lo, hi)."""
+    for c in range(lo, hi):
+        start = c * FINITE_CHUNK
+        bad[c] = not finite(flat[start:min(start + FINITE_CHUNK, flat.size)])
+
+
+# the chunked check as a team kernel (autotune.codegen.team: its last two arguments are the range), per dtype
+finite_chunks = {dt: healing_njit(f"void({dt}[::1], uint8[::1], int64, int64)", nogil=True, cache=True)(_finite_chunks)
+                 for dt in ("float32", "float64")}
+
+
 RAN, NONFINITE, OVERLAP = 0, 1, 2  # what a call into an output did (Invoker.checked, Invoker.apart)
 
 

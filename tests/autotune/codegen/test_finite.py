@@ -81,3 +81,45 @@ def test_the_checked_trampoline_runs_nothing_on_an_output_that_overlaps_an_input
         before = buf.copy()
         assert call((x,), (out,)) == OVERLAP and (buf == before).all()
     assert call((buf[:6],), (buf[6:],)) == RAN and buf[6:].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_team_check_of_a_large_input_finds_a_bad_value_in_any_chunk(dtype: str) -> None:
+    """parallel_finite_check: arrays from PARALLEL_BYTES on are checked in chunks on the team's
+    threads; a NaN or ±Inf in the first, a middle or the last (partial) chunk is found, smaller
+    arrays take the one-thread check."""
+    from autotune.codegen.finite import PARALLEL_BYTES, parallel_finite_check
+    from autotune.codegen.invoke import FINITE_CHUNK
+    check = parallel_finite_check(np.dtype(dtype), 2)
+    n = 5 * FINITE_CHUNK + 17                       # a partial chunk at the end
+    assert n * np.dtype(dtype).itemsize >= PARALLEL_BYTES
+    x = np.ones((n,), dtype).reshape(n, 1)
+    assert check(x)
+    for at, bad in ((0, np.nan), (2 * FINITE_CHUNK + 5, np.inf), (n - 1, -np.inf), (4 * FINITE_CHUNK - 1, np.nan)):
+        y = x.copy()
+        y[at, 0] = bad
+        assert not check(y), (at, bad)
+    small = np.ones(8, dtype)
+    small[3] = np.nan
+    assert not check(small)
+    assert parallel_finite_check(np.dtype(np.int32), 2) is None
+
+
+def test_a_parallel_ops_large_input_with_nan_is_answered_by_the_reference() -> None:
+    """A two-thread op over a 2 MiB input: the team's check finds the NaN; NumPy's answer."""
+    import warnings
+
+    import autotune
+    from autotune import te
+
+    @autotune.op(policy="default", threads=2)
+    def twice(X):
+        return te.compute(X.shape, lambda i, j: X[i, j] * 2.0, name="out")
+    x = np.ones((512, 1024), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
+        assert (twice(x) == 2.0).all()
+        x[300, 1000] = np.nan
+        with pytest.warns(RuntimeWarning, match="holds NaN or Inf"):
+            y = twice(x)
+    assert np.isnan(y[300, 1000]) and np.count_nonzero(np.isnan(y)) == 1
