@@ -253,7 +253,7 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
               "alternating rounds...", file=sys.stderr, flush=True)
     with TimingLock(lock_path(settings().cache_dir)):  # no other autotune timing overlaps these
         for n in range(options.rounds):
-            if options.progress and n:
+            if options.progress:
                 print(f"autotune: round {n + 1} of {options.rounds}", file=sys.stderr, flush=True)
             for name, fn in base.items():
                 with blas_threads(task.threads):
@@ -298,7 +298,7 @@ def format_result(r: BenchResult) -> str:
     if r.peak is not None:
         i, attainable, bound = task_roofline(t, r.peak)
         mib = task_bytes(t) / (1 << 20)
-        at = "" if bound == "compute" else f" at {r.peak.bandwidth(task_bytes(t))[0]:.0f} GB/s"
+        at = "" if bound == "compute" else f" at {r.peak.bandwidth(task_bytes(t))[0]:.0f} GB/s (the read rate at its {mib:.1f} MiB)"
         lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound{at}: {i:.2f} flop/byte, {mib:.1f} MiB moved "
                      f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak; "
                      f"read {r.peak.read_gbps:.0f} GB/s from memory, {r.peak.l3_gbps:.0f} from L3, "

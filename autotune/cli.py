@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -250,6 +251,8 @@ def _config(task, text: str | None):  # type: ignore[no-untyped-def]
 
 def cmd_list() -> int:
     from autotune.templates import TEMPLATES
+    print("operators, their shape dims, and their knobs with the values they take at the default shape "
+          "(float32, 2 threads; other shapes take other values: `autotune show OP --shape S --config ...`)")
     for name, t in sorted(TEMPLATES.items()):
         if not t.default_shape:
             continue
@@ -391,7 +394,8 @@ def cmd_retime(args: argparse.Namespace) -> int:
         print(f"{readable_key(row.key)}: {row.retimed} re-timed ({row.noisy} noisy); best {speed(row, row.before.seconds)} "
               f"before, {speed(row, row.after.seconds)} after{changed}", flush=True)
     def start(key: str, finalists: int, rounds: int) -> None:
-        print(f"{readable_key(key)}: re-timing {finalists} finalists in {rounds} alternating rounds...", flush=True)
+        print(f"{readable_key(key)}: re-timing {finalists} finalist{'s' * (finalists != 1)} in {rounds} alternating "
+              "rounds...", flush=True)
     rows = retime(log=args.log, top=args.top, rounds=args.rounds, any_target=args.any_target, on_task=show,
                   on_start=start)
     for row in rows:
@@ -477,6 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AutotuneError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, and keep Python's exit flush quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         return 2

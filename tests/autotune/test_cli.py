@@ -156,3 +156,14 @@ def test_a_missing_optional_dependency_is_reported_before_any_measurement(tmp_pa
     assert p.returncode == 2 and err == ["autotune: error: the gnn cost model needs PyTorch: pip install 'autotune[gnn]'"], \
         p.stderr[-2000:]
     assert not log.exists() or load_records(log) == []  # no measurement was made
+
+
+def test_output_cut_short_by_its_reader_ends_quietly() -> None:
+    """`autotune show ... | head -1`: the reader closes the pipe; no traceback, no error line."""
+    from autotune.environment import ROOT, worker_env
+    p = subprocess.Popen([sys.executable, "-m", "autotune", "show", "matmul", "--shape", "64x64x64"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=worker_env())
+    assert p.stdout is not None and p.stdout.readline().startswith(b"# matmul")
+    p.stdout.close()  # before the rest of the source is written
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (0, 1) and err.decode().strip() == "", err.decode()[-2000:]
