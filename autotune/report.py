@@ -137,7 +137,7 @@ def summary(records: Sequence[Record], peak_of: Callable[[str, int], Any] | None
             errs[(r.key, r.strategy or "?")] += r.error is not None
             noisy[(r.key, r.strategy or "?")] += r.noisy
         by_task[r.key].append(r)
-    header: tuple[str, ...] = ("task", "strategy", "trials", "errors", "noisy", "best", "unit", "elapsed s")
+    header: tuple[str, ...] = ("task", "strategy", "trials", "errors", "noisy", "best trial", "unit", "elapsed s")
     body = [(readable_key(task), strat, str(len(pts)), str(errs[(task, strat)]), str(noisy[(task, strat)]),
              "-" if task in failed else f"{pts[-1][2]:.1f}", units(by_task[task])[1], f"{pts[-1][1]:.1f}")
             for (task, strat), pts in sorted(cs.items())]
@@ -156,6 +156,8 @@ def summary(records: Sequence[Record], peak_of: Callable[[str, int], Any] | None
     limit = (["of limit: the task's best (named below, measured on this CPU) over this machine's roofline at its "
               "arithmetic intensity (measure.peak)"] if shares else [])
     return "\n".join([line(header), *map(line, body),
+                      "best trial: the search's fastest single timing; the best named below prefers the finalists' "
+                      "re-timings (alternating rounds, quiet ones first)",
                       "elapsed s: from the task's first record to its last (tuning wall time, resumes included)",
                       *limit, *named])
 
