@@ -118,7 +118,7 @@ class TuneProgress(PeriodicLines):
         best = f"best {self._speed(self.best)}" if self.best < float("inf") else "no successful trial yet"
         line = (f"{self._name()}: {self.done}/{self.total} trials, {best}, {self.errors} error"
                 f"{'s' * (self.errors != 1)}, {time.monotonic() - self._t0:.0f} s")
-        return f"{line}; {self.phase}" if self.phase else line
+        return f"{line}; still {self.phase}" if self.phase else line  # the phase had a line of its own as it began
 
     def update(self, task: Any, configs: Sequence[Any], results: Sequence[Any]) -> None:
         for r in results:
