@@ -32,7 +32,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from autotune.arguments import float_where, int_at_least
 from autotune.cost_model import CPU_MODELS, TRAINABLE_MODELS
@@ -84,11 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="autotune", description="Tune tensor-program schedules compiled with Numba.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("list", help="list operators, their shape dims and knobs")
+    lst = sub.add_parser("list", help="list operators, their shape dims and knobs (with OP: its knobs at --shape)")
     sub.add_parser("targets", help="list the targets AUTOTUNE_TARGET may name and which this machine runs")
 
-    def task_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("op", help="operator name (see `autotune list`)")
+    def task_args(sp: argparse.ArgumentParser, op_nargs: str | None = None) -> None:
+        sp.add_argument("op", nargs=op_nargs, help="operator name (see `autotune list`)")
         sp.add_argument("--shape", type=_shape, help="shape: integers joined by 'x', like 1024x1024x1024, in the "
                         "order `autotune list` gives the operator's dims (default: the operator's default)")
         sp.add_argument("--dtype", default="float32", choices=["float32", "float64"],
@@ -103,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
                         "from the CPU roofline estimate, or from --pretrained); not with another --strategy")
         sp.add_argument("--pretrained", help="a saved model (autotune train-model) to warm-start the cost model")
 
+    task_args(lst, "?")
     show = sub.add_parser("show", help="print the generated source of a config")
     task_args(show)
     show.add_argument("--config", help="config as JSON (missing knobs take the default), or @file.json")
@@ -249,22 +250,29 @@ def _config(task, text: str | None):  # type: ignore[no-untyped-def]
     return space.validate({**default.to_json(), **data})  # knobs not given keep the default
 
 
-def cmd_list() -> int:
+def cmd_list(args: argparse.Namespace) -> int:
     from autotune.templates import TEMPLATES
+    if args.op is not None:  # one operator's knobs at a shape
+        from autotune.display import readable_key
+        task = _task(args)
+        _print_knobs(task.template, task.space(), f"{task.template.dims_help()}: {readable_key(task.key())}")
+        return 0
     print("operators, their shape dims, and their knobs with the values they take at the default shape "
-          "(float32, 2 threads; other shapes take other values: `autotune show OP --shape S --config ...`)")
+          "(float32, 2 threads; another shape's: `autotune list OP --shape S`)")
     for name, t in sorted(TEMPLATES.items()):
-        if not t.default_shape:
-            continue
-        shape = t.parse_shape(t.default_shape)
-        space = t.space(shape, "float32", 2)
-        print(f"{name:<18} {t.description}")
-        print(f"{'':<18} shape: {t.dims_help()}  (default {t.default_shape})")
-        for k in space.knobs:
-            vals = k.values()
-            shown = ", ".join(map(str, vals[:6])) + (", ..." if len(vals) > 6 else "")
-            print(f"{'':<18}   {k.name:<14} {len(vals):>5} values: {shown}")
+        if t.default_shape:
+            _print_knobs(t, t.space(t.parse_shape(t.default_shape), "float32", 2),
+                         f"{t.dims_help()}  (default {t.default_shape})")
     return 0
+
+
+def _print_knobs(t: Any, space: Any, shape_line: str) -> None:
+    print(f"{t.name:<18} {t.description}")
+    print(f"{'':<18} shape: {shape_line}")
+    for k in space.knobs:
+        vals = k.values()
+        shown = ", ".join(map(str, vals[:6])) + (", ..." if len(vals) > 6 else "")
+        print(f"{'':<18}   {k.name:<14} {len(vals):>5} values: {shown}")
 
 
 def cmd_targets() -> int:
@@ -437,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         if args.command == "list":
-            return cmd_list()
+            return cmd_list(args)
         if args.command == "targets":
             return cmd_targets()
         if args.command == "show":

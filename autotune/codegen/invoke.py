@@ -110,7 +110,7 @@ def _overlaps(inputs, out):  # type: ignore[no-untyped-def]
     apart = True
     for a in literal_unroll(inputs):
         start = a.ctypes.data
-        apart = apart and (start + a.nbytes <= lo or hi <= start)
+        apart = apart and (a.nbytes == 0 or out.nbytes == 0 or start + a.nbytes <= lo or hi <= start)
     return not apart
 
 

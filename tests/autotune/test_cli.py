@@ -167,3 +167,14 @@ def test_output_cut_short_by_its_reader_ends_quietly() -> None:
     p.stdout.close()  # before the rest of the source is written
     _, err = p.communicate(timeout=120)
     assert p.returncode in (0, 1) and err.decode().strip() == "", err.decode()[-2000:]
+
+
+def test_list_of_one_operator_gives_its_knobs_at_a_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    """`autotune list OP --shape S`: the knob values follow the shape (kc up to K)."""
+    assert main(["list", "matmul", "--shape", "64x64x1024", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    kc = next(line for line in out.splitlines() if line.split()[:1] == ["kc"])
+    assert "M=64 N=64 K=1024" in out and "512" in kc, out
+    assert main(["list", "matmul", "--shape", "64x64x64", "--threads", "1"]) == 0
+    kc = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["kc"])
+    assert "512" not in kc
