@@ -51,9 +51,9 @@ def parallel_finite_check(dtype: np.dtype, threads: int) -> Callable[[np.ndarray
         (True, False)
     """
     single = finite_check(dtype, contiguous=True)
-    if single is None or threads < 2 or dtype.name not in finite_chunks:
+    if single is None or threads < 2 or dtype not in _COMPILED:
         return single
-    kernel = finite_chunks[dtype.name]
+    kernel = finite_chunks(dtype.name)
 
     def check(a: np.ndarray) -> bool:
         if a.nbytes < PARALLEL_BYTES:

@@ -94,9 +94,11 @@ def _finite_chunks(flat, bad, lo, hi):  # type: ignore[no-untyped-def]
         bad[c] = not finite(flat[start:min(start + FINITE_CHUNK, flat.size)])
 
 
-# the chunked check as a team kernel (autotune.codegen.team: its last two arguments are the range), per dtype
-finite_chunks = {dt: healing_njit(f"void({dt}[::1], uint8[::1], int64, int64)", nogil=True, cache=True)(_finite_chunks)
-                 for dt in ("float32", "float64")}
+@functools.cache
+def finite_chunks(dtype: str) -> Any:
+    """The chunked check of a float32 or float64 array as a team kernel (autotune.codegen.team: its
+    last two arguments are the range), compiled (or loaded from the disk cache) on first use."""
+    return healing_njit(f"void({dtype}[::1], uint8[::1], int64, int64)", nogil=True, cache=True)(_finite_chunks)
 
 
 RAN, NONFINITE, OVERLAP = 0, 1, 2  # what a call into an output did (Invoker.checked, Invoker.apart)
