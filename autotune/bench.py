@@ -298,7 +298,8 @@ def format_result(r: BenchResult) -> str:
     if r.peak is not None:
         i, attainable, bound = task_roofline(t, r.peak)
         mib = task_bytes(t) / (1 << 20)
-        at = "" if bound == "compute" else f" at {r.peak.bandwidth(task_bytes(t))[0]:.0f} GB/s (the read rate at its {mib:.1f} MiB)"
+        at = "" if bound == "compute" else \
+            f" at {r.peak.bandwidth(task_bytes(t))[0]:.0f} GB/s (the read rate at its {mib:.1f} MiB)"
         lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound{at}: {i:.2f} flop/byte, {mib:.1f} MiB moved "
                      f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak; "
                      f"read {r.peak.read_gbps:.0f} GB/s from memory, {r.peak.l3_gbps:.0f} from L3, "

@@ -49,22 +49,15 @@ Access = dict[Tensor, list[tuple[Expr, ...]]]  # buffer -> the indices it is rea
 def fuse_siblings(stmt: Stmt, *, reassoc: bool) -> Stmt:
     """`stmt` with every run of fusible sibling loops fused (see the module docstring); `stmt`
     itself when nothing fuses. reassoc: the kernel is compiled with the fast-math flag reassoc."""
-    fused = _fuse_in(stmt, reassoc)
-    return stmt if fused is None else fused
-
-
-def _fuse_in(stmt: Stmt, reassoc: bool) -> Stmt | None:
-    """fuse_siblings, or None when nothing fused."""
     if isinstance(stmt, For):
-        body = _fuse_in(stmt.body, reassoc)
-        return None if body is None else For(stmt.var, stmt.extent, stmt.kind, body)
+        body = fuse_siblings(stmt.body, reassoc=reassoc)
+        return stmt if body is stmt.body else For(stmt.var, stmt.extent, stmt.kind, body)
     if isinstance(stmt, If):
-        then, orelse = _fuse_in(stmt.then, reassoc), _fuse_in(stmt.orelse, reassoc) if stmt.orelse else None
-        if then is None and orelse is None:
-            return None
-        return If(stmt.cond, then or stmt.then, orelse or stmt.orelse)
+        then = fuse_siblings(stmt.then, reassoc=reassoc)
+        orelse = fuse_siblings(stmt.orelse, reassoc=reassoc) if stmt.orelse else stmt.orelse
+        return stmt if then is stmt.then and orelse is stmt.orelse else If(stmt.cond, then, orelse)
     if not isinstance(stmt, Seq):
-        return None
+        return stmt
     flat = _flat(stmt)  # nested sequences are one sequence
     items = [fuse_siblings(s, reassoc=reassoc) for s in flat]
     changed = any(a is not b for a, b in zip(items, flat))
@@ -85,7 +78,7 @@ def _fuse_in(stmt: Stmt, reassoc: bool) -> Stmt | None:
                 continue
         out.append(first)
         i += 1
-    return seq(*out) if changed else None
+    return seq(*out) if changed else stmt
 
 
 def _flat(s: Stmt) -> list[Stmt]:

@@ -64,14 +64,21 @@ def _assert_register_tile(asm: str, rows: int, cols: int, lanes: int, op: str = 
     assert not re.search(r"\bv?movups\s+%[xyz]mm\d+, ", block), "an accumulator is stored inside the loop"
 
 
-@pytest.mark.parametrize("rows", [4, 6])
-def test_the_tile_becomes_register_accumulators(rows: int) -> None:
-    """A tile of rows x 16 floats (rows x 8 on SSE4.2, whose 16 registers of 4 floats hold no 6 x
-    16 tile: its 12 accumulators leave room for the loads) stays in registers."""
+def _x86_target():  # type: ignore[no-untyped-def]
+    """The target in force, whose code these checks read as x86 assembly: skipped on any other ISA
+    (neon: aarch64 code, which no machine here runs)."""
     from autotune.isa import X86_LEVELS
     t = current()
     if t.isa not in X86_LEVELS:
         pytest.skip(f"the check reads x86 instructions; the target is {t.isa}")
+    return t
+
+
+@pytest.mark.parametrize("rows", [4, 6])
+def test_the_tile_becomes_register_accumulators(rows: int) -> None:
+    """A tile of rows x 16 floats (rows x 8 on SSE4.2, whose 16 registers of 4 floats hold no 6 x
+    16 tile: its 12 accumulators leave room for the loads) stays in registers."""
+    t = _x86_target()
     lanes = t.lanes("float32")
     cols = min(16, 2 * lanes)
     s = tiled_matmul(rows, cols)
@@ -89,11 +96,8 @@ def test_the_matmul_templates_one_vector_tiles_keep_their_accumulators_in_regist
     (40-60x slower on AVX-512). 8 rows are left out: on AVX2 they leave LLVM one register short
     (one spill in the loop, though 6x faster than the loop form). Without FMA (SSE4.2) each step
     of an accumulator is an addps."""
-    from autotune.isa import X86_LEVELS
     from autotune.task import Task
-    t = current()
-    if t.isa not in X86_LEVELS:
-        pytest.skip(f"the check reads x86 instructions; the target is {t.isa}")
+    t = _x86_target()
     lanes = t.lanes("float32")
     task = Task.create("matmul", "64x64x256", threads=1)
     cfg = task.space().validate({**task.presets()[0], "mr": mr, "nr": lanes, "pack_a": True})
