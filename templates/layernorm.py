@@ -44,7 +44,7 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
     return te.compute((M, N), lambda i, j: (x[i, j] - sb[i] * inv_n) * rs[i] * gamma[j] + beta[j], name="y")
 
 
-space = row_space  # the knobs of a row-wise op: rows per block, where statistics go, parallel
+space = row_space  # the knobs of a row-wise op: rows per block, where statistics go, parallel, stream
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
@@ -58,6 +58,8 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     s.vectorize("y", "j")
     if cfg["parallel"] and threads > 1:
         s.parallel("y", "io")
+    if cfg["stream"]:
+        s.stream("y")
     return CodegenOptions(reassoc=True)
 
 

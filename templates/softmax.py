@@ -40,6 +40,8 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.target import current
 from autotune.codegen.options import CodegenOptions
+from autotune.codegen.stream import MAX_ROW_BYTES
+from autotune.dtypes import ITEMSIZE
 from autotune.templates.base import Shape, Template
 
 _SPEC = {  # dtype: (clamp,)
@@ -117,14 +119,17 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
 
 
 def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
-    """Knobs of a row-wise operator (softmax, layernorm)."""
-    M = shape["M"]
+    """Knobs of a row-wise operator (softmax, layernorm). stream: the output rows are written with
+    non-temporal stores (autotune.codegen.stream), which pays off where the output is far larger
+    than the caches; offered for rows of a cache line or more that fit the stream's local buffer."""
+    M, N = shape["M"], shape["N"]
     rows = sorted({r for r in (1, 2, 4, 8, 16) if r <= M} | {min(M, 16)})
     return ConfigSpace([
         ChoiceKnob("rows", rows),                        # rows per block
         ChoiceKnob("attach", ["block", "row"]),          # where the row statistics are computed
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
-    ])
+        ChoiceKnob("stream", [False, True] if 64 <= N * ITEMSIZE[dtype] <= MAX_ROW_BYTES else [False]),
+    ], added={"stream": False})  # logs from before "stream"
 
 
 space = row_space
@@ -141,6 +146,8 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
     s.vectorize("y", "j")
     if cfg["parallel"] and threads > 1:
         s.parallel("y", "io")
+    if cfg["stream"]:
+        s.stream("y")
     return CodegenOptions(reassoc=True)
 
 

@@ -10,6 +10,7 @@ changes, or kernels cached with the old helper would keep running.
 from __future__ import annotations
 
 import math
+import platform
 
 from llvmlite import ir
 from numba import types
@@ -23,9 +24,9 @@ from numba.extending import intrinsic
 from autotune.codegen.healing import healing_njit
 
 __all__ = ["KernelPipeline", "NoAliasKernelPipeline", "POW2_FORMAT", "RUNTIME_VERSION", "healing_njit", "pow2",
-           "stack_empty", "vexp", "vexp_nonpos", "vlog", "vsigmoid", "vtanh", "EXP_NONPOS_LO"]
+           "stack_empty", "stream_fence", "stream_row", "vexp", "vexp_nonpos", "vlog", "vsigmoid", "vtanh", "EXP_NONPOS_LO"]
 
-RUNTIME_VERSION = 4
+RUNTIME_VERSION = 5
 
 # float type: (integer type of its bits, mantissa bits, smallest and largest normal exponent)
 POW2_FORMAT = {"float32": ("int32", 23, -126, 127), "float64": ("int64", 52, -1022, 1023)}
@@ -47,6 +48,75 @@ def stack_empty(typingctx, size, dtype):  # type: ignore[no-untyped-def]
         return cgutils.alloca_once(builder, context.get_value_type(elem), size=n)
 
     return types.CPointer(elem)(size, dtype), codegen
+
+
+@intrinsic(prefer_literal=True)
+def stream_row(typingctx, dst, index, src, n, vector_bytes):  # type: ignore[no-untyped-def]
+    """Copy src[:n] to the C-contiguous dst from dst[index] on (its last index counting up): plain
+    stores up to the first address aligned to vector_bytes, then non-temporal vector stores of
+    vector_bytes each (the cache lines are written without being read first), plain stores for the
+    rest. n and vector_bytes must be literal integers. A kernel that streams calls stream_fence()
+    before it returns. autotune.codegen.stream prints it.
+    """
+    if not (isinstance(n, types.IntegerLiteral) and isinstance(vector_bytes, types.IntegerLiteral)
+            and isinstance(dst, types.Array) and dst.layout == "C" and isinstance(src, types.Array)
+            and src.dtype == dst.dtype and isinstance(index, types.BaseTuple) and len(index) == dst.ndim
+            and all(isinstance(t, types.Integer) for t in index)):
+        return None
+    count, vbytes = n.literal_value, vector_bytes.literal_value
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        dty, ity, sty = sig.args[:3]
+        d, idx, s = args[:3]
+        da = context.make_array(dty)(context, builder, d)
+        sp = context.make_array(sty)(context, builder, s).data
+        inds = [context.cast(builder, v, t, types.intp) for v, t in zip(cgutils.unpack_tuple(builder, idx), ity)]
+        dp = cgutils.get_item_pointer2(context, builder, da.data, cgutils.unpack_tuple(builder, da.shape),
+                                       cgutils.unpack_tuple(builder, da.strides), "C", inds)
+        intp = context.get_value_type(types.intp)
+        ety = context.get_data_type(dty.dtype)
+        esize = context.get_abi_sizeof(ety)
+        lanes = max(1, vbytes // esize)
+
+        def k(v: int) -> ir.Constant:
+            return ir.Constant(intp, v)
+        addr = builder.ptrtoint(dp, intp)
+        head = builder.udiv(builder.urem(builder.sub(k(vbytes), builder.urem(addr, k(vbytes))), k(vbytes)), k(esize))
+        aligned = builder.icmp_unsigned("==", builder.urem(addr, k(esize)), k(0))  # else: all plain stores
+        head = builder.select(aligned, head, k(count))
+        head = builder.select(builder.icmp_unsigned("<", head, k(count)), head, k(count))
+        nvec = builder.udiv(builder.sub(k(count), head), k(lanes))
+        with cgutils.for_range(builder, head) as loop:
+            builder.store(builder.load(builder.gep(sp, [loop.index])), builder.gep(dp, [loop.index]))
+        vty = ir.VectorType(ety, lanes).as_pointer()
+        nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        with cgutils.for_range(builder, nvec) as loop:
+            off = builder.add(head, builder.mul(loop.index, k(lanes)))
+            v = builder.load(builder.bitcast(builder.gep(sp, [off]), vty), align=esize)
+            builder.store(v, builder.bitcast(builder.gep(dp, [off]), vty), align=vbytes).set_metadata("nontemporal", nontemporal)
+        done = builder.add(head, builder.mul(nvec, k(lanes)))
+        with cgutils.for_range(builder, builder.sub(k(count), done)) as loop:
+            off = builder.add(done, loop.index)
+            builder.store(builder.load(builder.gep(sp, [off])), builder.gep(dp, [off]))
+        return context.get_dummy_value()
+
+    return types.void(dst, index, src, n, vector_bytes), codegen
+
+
+@intrinsic
+def stream_fence(typingctx):  # type: ignore[no-untyped-def]
+    """Orders the non-temporal stores before it: they are visible to every thread after it. On x86
+    an sfence (LLVM's seq_cst fence there is a locked add, which Linux's mb() does not trust to
+    order streaming stores); elsewhere a seq_cst fence."""
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
+            fnty = ir.FunctionType(ir.VoidType(), [])
+            builder.call(cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse.sfence"), [])
+        else:
+            builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
 
 
 @intrinsic

@@ -15,17 +15,19 @@ Example::
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import hashlib
 import keyword
 import math
 import unicodedata
 
 from autotune.codegen.fuse import fuse_siblings
+from autotune.codegen.stream import stream_rows
 from autotune.environment import FASTMATH
 from autotune.ir import expr as te
 from autotune.ir.affine import simplify
 from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var, promote
-from autotune.ir.stmt import Comment, For, Function, If, LoopNest, Seq, Stmt, Store
+from autotune.ir.stmt import Comment, For, Function, If, LoopNest, Seq, Stmt, Store, StreamRow
 from autotune.schedule.lower import lower, map_exprs
 from autotune.schedule.schedule import Schedule
 
@@ -36,7 +38,7 @@ NB_DTYPE = {"float32": "float32", "float64": "float64", "int64": "int64", "int32
 # vectorizes (np.exp, np.log, np.tanh are scalar libm calls; np.sqrt is llvm.sqrt, vectorized already)
 TRANSCENDENTALS = {"exp": "vexp", "log": "vlog", "tanh": "vtanh", "sigmoid": "vsigmoid"}
 RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {"np", "numba", "njit", "stack_empty", "pow2", "prologue", "kernel", "KernelPipeline",
-                                                    "NoAliasKernelPipeline", "vexp_nonpos"} | set(TRANSCENDENTALS.values())
+                                                    "NoAliasKernelPipeline", "vexp_nonpos", "stream_row", "stream_fence"} | set(TRANSCENDENTALS.values())
 PREC = {"or": 1, "and": 2, "cmp": 4, "+": 6, "-": 6, "*": 7, "/": 7, "//": 7, "%": 7, "atom": 10}
 
 
@@ -271,6 +273,10 @@ class Printer:
             else:
                 temps, text = self.value(v, s.buffer.dtype)
                 out += [pad + t for t in temps] + [f"{pad}{target} = {text}"]
+        elif isinstance(s, StreamRow):
+            self.helpers.add("stream_row")
+            idx = "".join(f"{self.expr(i, 'int64')[0]}, " for i in s.indices)
+            out.append(f"{pad}stream_row({self.name(s.buffer)}, ({idx.rstrip()}), {self.name(s.src)}, {s.extent}, {s.vector_bytes})")
         elif isinstance(s, Comment):
             out.append(f"{pad}# {s.text}")
         else:
@@ -295,7 +301,11 @@ def signature(fn: Function) -> str:
 
 
 def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...], noalias: bool = False) -> list[str]:
-    body = fuse_siblings(unroll(fn.body), reassoc="reassoc" in fastmath)
+    fn = dataclasses.replace(fn, body=fuse_siblings(unroll(fn.body), reassoc="reassoc" in fastmath))
+    if fn.streamed:
+        from autotune.target import current
+        fn = stream_rows(fn, current().vector_bits // 8)
+    body = fn.body
     pipeline = "NoAliasKernelPipeline" if noalias else "KernelPipeline"
     p.helpers.update((pipeline, "healing_njit"))  # numba.njit with a verified disk cache (codegen/healing.py)
     args = [p.name(t) for t in list(fn.args) + scratch(fn)] + (["_lo", "_hi"] if fn.parallel_extent is not None else [])
@@ -309,6 +319,9 @@ def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...], noalias:
             shape = "(" + ", ".join(str(s) for s in t.shape) + ("," if t.ndim == 1 else "") + ")"
             out.append(f"    {p.name(t)} = numba.carray(stack_empty({math.prod(t.shape)}, {NP_DTYPE[t.dtype]}), {shape})")
     p.stmt(body, 1, out)
+    if fn.streamed:
+        p.helpers.add("stream_fence")
+        out.append("    stream_fence()")
     return out
 
 

@@ -44,6 +44,17 @@ class If(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class StreamRow(Stmt):
+    """Copy `extent` elements of the local row `src` to `buffer` from `indices` on (its last index
+    counting up) with non-temporal stores, aligned ones of `vector_bytes` each where they fit."""
+    buffer: Tensor
+    indices: tuple[Expr, ...]
+    src: Tensor
+    extent: int
+    vector_bytes: int
+
+
+@dataclass(frozen=True, eq=False)
 class Comment(Stmt):
     text: str
 
@@ -75,6 +86,7 @@ class Function:
     locals: tuple[LocalBuffer, ...]
     body: Stmt
     parallel_extent: int | None = None  # set when the outermost loop is split over threads
+    streamed: tuple[Tensor, ...] = ()  # buffers whose rows are stored around the caches (steps.Stream)
 
 
 @dataclass(frozen=True, eq=False)

@@ -26,7 +26,7 @@ from autotune.errors import DefinitionError, ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.expr import Expr, Tensor, Var
 from autotune.schedule.steps import (CacheWrite, ComputeAt, ComputeInline, Fuse, Pack, Parallel, Reorder,
-                                     Split, Step, Tile, Unroll, Vectorize, check_name, step_from_json)
+                                     Split, Step, Stream, Tile, Unroll, Vectorize, check_name, step_from_json)
 
 MAX_UNROLL = 64
 
@@ -42,6 +42,7 @@ class Stage:
     loop_kind: dict[str, str] = field(default_factory=dict)  # leaf -> serial|unroll|vectorize|parallel
     attach: tuple = ("root",)                             # ("root",) | ("inline",) | ("at", consumer, axis)
     cache_at: str | None = None
+    stream: bool = False                                  # stores go around the caches (Stream)
     packed_from: tuple[str, int, int] | None = None       # (tensor, dim, factor) for pack stages
 
     def __post_init__(self) -> None:
@@ -261,6 +262,10 @@ class Schedule:
     def parallel(self, stage: str, axis: str) -> None:
         self.apply(Parallel(stage, axis))
 
+    def stream(self, stage: str) -> None:
+        """Store the output stage's rows with non-temporal (streaming) stores; see steps.Stream."""
+        self.apply(Stream(stage))
+
     def cache_write(self, stage: str, at: str) -> None:
         self.apply(CacheWrite(stage, at))
 
@@ -375,6 +380,15 @@ class Schedule:
         if any(k == "parallel" for k in st.loop_kind.values()):
             raise ScheduleError(s.op, s.axis, "the stage already has a parallel loop; one parallel region only")
         self._annotate(s, "parallel")
+
+    def _stream(self, s: Stream) -> None:
+        st = self.stage(s.op, s.stage)
+        if st.name != self.output.name:
+            raise ScheduleError(s.op, None, f"only the output stage {self.output.name!r} can be streamed; "
+                                            f"{st.name!r} is read back by the kernel")
+        if st.stream:
+            raise ScheduleError(s.op, None, f"stage {st.name!r} is streamed already")
+        st.stream = True
 
     def _cache_write(self, s: CacheWrite) -> None:
         st = self.stage(s.op, s.stage)

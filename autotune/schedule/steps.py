@@ -132,6 +132,16 @@ class Parallel(Step):
 
 
 @dataclass(frozen=True)
+class Stream(Step):
+    """Write the output stage's rows around the caches (non-temporal stores): for an output far
+    larger than the caches that nothing reads soon, the store skips reading each line in first.
+    Its innermost loops that store one contiguous row compute the row into a small local buffer,
+    copied out with aligned streaming vector stores (autotune.codegen.stream)."""
+    op: ClassVar[str] = "stream"
+    stage: str
+
+
+@dataclass(frozen=True)
 class CacheWrite(Step):
     """Accumulate the stage's results inside loop `at` in a local tile, then write it back."""
     op: ClassVar[str] = "cache_write"
@@ -175,7 +185,7 @@ class Pack(Step):
 
 
 STEP_TYPES: dict[str, type[Step]] = {c.op: c for c in (
-    Split, Tile, Fuse, Reorder, Unroll, Vectorize, Parallel, CacheWrite, ComputeAt, ComputeInline, Pack)}
+    Split, Tile, Fuse, Reorder, Unroll, Vectorize, Parallel, Stream, CacheWrite, ComputeAt, ComputeInline, Pack)}
 
 
 def step_from_json(d: object) -> Step:

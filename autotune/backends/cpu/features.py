@@ -1,6 +1,6 @@
 """Features of a lowered loop nest, for cost models that transfer across shapes and operators.
 
-Schema version 2: a fixed-length float32 vector. The statement executed most often (the hot
+Schema version 3: a fixed-length float32 vector. The statement executed most often (the hot
 statement, by trip count) is described in detail; totals cover every statement.
 
 Hot statement:
@@ -16,8 +16,9 @@ Hot statement:
   misc      log2 accumulator tile elements, log2 product of unrolled extents, innermost
             vectorized extent, log2 parallel extent, log2 work per thread
 Totals: number of statements, log2 total trip count, log2 bytes of local buffers.
-Structure (schema 2): packing, materialised stages, reductions as partial sums, fused epilogues
-  (autotune/backends/cpu/structure.py, STRUCTURE_NAMES).
+Streaming (schema 3): log2 bytes of the outputs written with non-temporal stores (step `stream`).
+Structure (schema 2), the last columns: packing, materialised stages, reductions as partial sums,
+  fused epilogues (autotune/backends/cpu/structure.py, STRUCTURE_NAMES).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from autotune.backends.cpu.structure import STRUCTURE_NAMES, structure_features
 from autotune.ir.expr import Expr, Tensor
 from autotune.ir.stmt import Function, LoopNest, Store
 
-FEATURE_VERSION = 2
+FEATURE_VERSION = 3
 LEVELS = (0, 1, 2, 3, 5, 99)
 N_LOOPS = 6
 N_BUFS = 4
@@ -110,9 +111,10 @@ def extract(nest: LoopNest) -> np.ndarray:
     par = next((lp.extent for lp in loops if lp.kind == "parallel"), 1)
     feats += [_log2(acc), _log2(unrolled), float(vec), _log2(par), _log2(trip / par)]
     feats += [float(len(stmts)), _log2(sum(trips)), _log2(local_bytes)]
+    feats.append(_log2(sum(math.prod(t.shape) * ITEMSIZE[t.dtype] for fn in _functions(nest) for t in fn.streamed)))
     feats += structure_features(stmts, hot, scopes)
     return np.asarray(feats, np.float32)
 
 
 def feature_length() -> int:
-    return 3 + N_LOOPS * (1 + len(KINDS)) + N_BUFS * (2 * len(LEVELS) + 6) + len(LEVELS) + 3 + 5 + 3 + len(STRUCTURE_NAMES)
+    return 3 + N_LOOPS * (1 + len(KINDS)) + N_BUFS * (2 * len(LEVELS) + 6) + len(LEVELS) + 3 + 5 + 3 + 1 + len(STRUCTURE_NAMES)

@@ -38,7 +38,7 @@ from autotune.target import Target, current
 if TYPE_CHECKING:
     from autotune.task import Task
 
-# columns of the feature vector (autotune.backends.cpu.features, schema 2)
+# columns of the feature vector (autotune.backends.cpu.features, schema 3)
 TRIP, FLOPS, ACC, UNROLLED, VECTOR, PARALLEL = 0, 1, 114, 115, 116, 117
 
 

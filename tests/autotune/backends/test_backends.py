@@ -98,7 +98,7 @@ def test_a_model_is_used_only_on_the_features_it_was_trained_on(tmp_path) -> Non
     loaded = load_model(tmp_path / "m.json")
     assert loaded.features == feature_schema(CPU)
     check_model(loaded, CPU)
-    with pytest.raises(AutotuneError, match="trained on cpu features v2 .* has tpu_emulator features v1 .*retrain it"):
+    with pytest.raises(AutotuneError, match="trained on cpu features v3 .* has tpu_emulator features v1 .*retrain it"):
         check_model(loaded, TPU, where="m.json")
 
 

@@ -2,6 +2,10 @@
 reductions, read off the lowered loop nest of real template schedules."""
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+
 from autotune.backends.cpu.features import extract, feature_length
 from autotune.backends.cpu.loops import stores
 from autotune.backends.cpu.structure import STRUCTURE_NAMES, structure_features
@@ -54,3 +58,12 @@ def test_a_vectorised_reduction_into_one_element_is_horizontal() -> None:
     assert _reduction("vectorize", local=True)["partials"] == 1.0
     assert _reduction("vectorize", local=False)["partials"] == 0.0  # a global accumulator is no tile
     assert _reduction("serial", local=True)["fused"] == 0.0  # the consumer runs after the loop
+
+
+def test_the_bytes_a_kernel_streams_are_a_feature() -> None:
+    """A cost model tells a streamed softmax from the same schedule with plain stores."""
+    task = Task.create("softmax", "64x1024", threads=2)
+    column = feature_length() - len(STRUCTURE_NAMES) - 1
+    cfg = {**dict(task.default_config()), "stream": False}
+    plain, streamed = (extract(lower(task.schedule({**cfg, "stream": st})[0]))[column] for st in (False, True))
+    assert plain == 0.0 and streamed == pytest.approx(np.log2(1 + 64 * 1024 * 4))

@@ -38,7 +38,7 @@ def synthetic(n: int = 60, seed: int = 0) -> tuple[Dataset, list]:
 
 def test_features_have_a_fixed_versioned_schema() -> None:
     f = config_features(TASK, TASK.space().sample(random.Random(0)))
-    assert f.shape == (feature_length(),) and f.dtype == np.float32 and FEATURE_VERSION == 2
+    assert f.shape == (feature_length(),) and f.dtype == np.float32 and FEATURE_VERSION == 3
     conv = Task.create("conv2d", "1x8x9x9x8x3x3x1x1", threads=1)
     assert config_features(conv, conv.space().sample(random.Random(0))).shape == f.shape
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from autotune.errors import ScheduleError
 from autotune.schedule.steps import (MAX_FACTOR, STEP_TYPES, CacheWrite, ComputeAt, ComputeInline, Fuse, Pack,
-                                     Parallel, Reorder, Split, Step, Tile, Unroll, Vectorize, step_from_json)
+                                     Parallel, Reorder, Split, Step, Stream, Tile, Unroll, Vectorize, step_from_json)
 
 EXAMPLES = [
     Split("C", "i", 8, "io", "ii"),
@@ -22,6 +22,7 @@ EXAMPLES = [
     Unroll("C", "ii"),
     Vectorize("C", "ji"),
     Parallel("C", "jc"),
+    Stream("C"),
     CacheWrite("C", "ir"),
     ComputeAt("Bp", "C", "kc"),
     ComputeInline("E"),

@@ -1,0 +1,88 @@
+"""Rows of a streamed output (schedule step `stream`) stored around the caches.
+
+A store to memory first reads the line it writes into the cache (read for ownership): a kernel
+that writes an output far larger than the caches moves its bytes twice. Non-temporal stores write
+whole lines straight to memory. Numba has no vector type to print them with, so an innermost loop
+that stores one contiguous row of a streamed buffer computes the row into a small local buffer
+(in L1) and `stream_row` (autotune.codegen.runtime) copies it out: plain stores up to the first
+address aligned to a vector, then aligned non-temporal vector stores, plain stores for the rest.
+The kernel ends with a fence, so its stores are visible before a thread team reports it done.
+
+    >>> from autotune.ir import te
+    >>> from autotune.schedule import Schedule
+    >>> from autotune.codegen.source import generate_source
+    >>> x = te.placeholder((4, 64), name="x")
+    >>> y = te.compute((4, 64), lambda i, j: x[i, j] * 2.0, name="y")
+    >>> s = Schedule(y); s.vectorize("y", "j"); s.stream("y")
+    >>> print(generate_source(s).split("def kernel")[1].strip())  # doctest: +ELLIPSIS
+    (x, y):
+        y_row = numba.carray(stack_empty(64, np.float32), (64,))
+        for i in range(4):
+            for j in range(64):  # vectorize
+                y_row[j] = x[i, j] * _f32_2
+            stream_row(y, (i, 0,), y_row, 64, ...)
+        stream_fence()
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from autotune.dtypes import ITEMSIZE
+from autotune.errors import ScheduleError
+from autotune.ir import expr as te
+from autotune.ir.affine import to_affine
+from autotune.ir.expr import Const, Tensor, Var
+from autotune.ir.stmt import For, Function, If, LocalBuffer, Seq, Stmt, Store, StreamRow
+
+MAX_ROW_BYTES = 16 << 10  # a row's local buffer is on the stack: at most 16 KiB
+
+
+def _row_store(loop: For, streamed: tuple[Tensor, ...]) -> Store | None:
+    """The loop's one statement if it stores a contiguous row of a streamed buffer: the last index
+    counts up with the loop, the others do not move with it, and nothing in it reads that buffer."""
+    st = loop.body
+    if (loop.kind not in ("serial", "vectorize") or not isinstance(loop.extent, Const)
+            or not isinstance(st, Store) or st.buffer not in streamed):
+        return None
+    if loop.extent.value * ITEMSIZE[st.buffer.dtype] > MAX_ROW_BYTES:
+        return None
+    last = to_affine(st.indices[-1])
+    if last is None or last.terms.get(loop.var) != 1:
+        return None
+    if any(n is loop.var for i in st.indices[:-1] for n in te.walk(i) if isinstance(n, Var)):
+        return None
+    if any(ld.tensor is st.buffer for ld in te.loads(st.value)):
+        return None
+    return st
+
+
+def stream_rows(fn: Function, vector_bytes: int) -> Function:
+    """fn with the row stores of its streamed buffers rewritten (module docstring); fn itself when
+    nothing is streamed. A streamed buffer with no such row raises ScheduleError."""
+    if not fn.streamed:
+        return fn
+    rows: list[LocalBuffer] = []
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, For):
+            st = _row_store(s, fn.streamed)
+            if st is None:
+                return For(s.var, s.extent, s.kind, visit(s.body))
+            n = s.extent.value  # type: ignore[attr-defined]
+            row = te.placeholder((n,), st.buffer.dtype, name=f"{st.buffer.name}_row")
+            rows.append(LocalBuffer(row, "stack"))
+            start = tuple(te.substitute(i, {s.var: Const(0)}) for i in st.indices)
+            return Seq((For(s.var, s.extent, s.kind, Store(row, (s.var,), st.value)),
+                        StreamRow(st.buffer, start, row, n, vector_bytes)))
+        if isinstance(s, Seq):
+            return Seq(tuple(visit(x) for x in s.stmts))
+        if isinstance(s, If):
+            return If(s.cond, visit(s.then), visit(s.orelse) if s.orelse is not None else None)
+        return s
+
+    body = visit(fn.body)
+    if not rows:
+        names = ", ".join(t.name for t in fn.streamed)
+        raise ScheduleError("stream", None, f"no innermost loop stores a contiguous row of {names} (of at most "
+                                            f"{MAX_ROW_BYTES >> 10} KiB): stream needs the row's loop innermost, over the last axis")
+    return dataclasses.replace(fn, body=body, locals=fn.locals + tuple(rows))
