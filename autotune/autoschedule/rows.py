@@ -7,6 +7,10 @@ reassociate, keeps vector partial sums and reduces them horizontally once); stag
 axis is contiguous run their reductions outside it and vectorise it."""
 from __future__ import annotations
 
+from typing import Any
+
+from autotune.codegen.stream import MAX_ROW_BYTES
+from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, Knob
@@ -30,6 +34,7 @@ class RowsSketch(Sketch):
 
     name = "rows"
     nearest = {"rows": 8}
+    added = {"stream": False}
 
     def knobs(self) -> list[Knob]:
         ext = self.p.spatial[0][1] if self.p.spatial else 1
@@ -39,7 +44,21 @@ class RowsSketch(Sketch):
             knobs.append(ChoiceKnob("attach", ["block", "row"]))
         if self.p.threads > 1:
             knobs.append(ChoiceKnob("parallel", [True, False]))
+        if self._streamable():
+            knobs.append(ChoiceKnob("stream", [False, True]))
         return knobs
+
+    def _streamable(self) -> bool:
+        """Whether the output's rows can be written with streaming stores (schedule step `stream`):
+        an output without reductions, whose rows (its vectorized last axis) are a cache line or
+        more and fit the stream's local buffer."""
+        out = self.p.output
+        row = out.shape[-1] * ITEMSIZE[out.dtype] if out.shape else 0
+        return not out.reduce_axes and len(out.shape) >= 2 and 64 <= row <= MAX_ROW_BYTES
+
+    def default_value(self, k: Knob) -> Any:
+        """Plain stores by default (streaming pays off only past the caches); the rest as `Sketch`."""
+        return False if k.name == "stream" else super().default_value(k)
 
     def _attached_stages(self) -> list[str]:
         """Stages (not inlined) with one reader: each is computed at a loop of it."""
@@ -82,6 +101,8 @@ class RowsSketch(Sketch):
             s.cache_write(out, si if len(self.p.spatial) == 1 else s.stages[out].order[-len(self.p.reduce) - 1])
         if self.workers(cfg) > 1:
             s.parallel(out, so)
+        if cfg.get("stream"):
+            s.stream(out)
         return CodegenOptions(reassoc=True)
 
     def _stage_loops(self, s: Schedule, name: str) -> None:

@@ -18,10 +18,12 @@ class Sketch(ABC):
     name = ""
     # knob -> the value whose nearest the default config takes
     nearest: Mapping[str, float] = {}
+    # knobs added after logs were written -> the value that builds what those logs measured
+    added: Mapping[str, Any] = {}
 
     def __init__(self, p: Program) -> None:
         self.p = p
-        self.space = ConfigSpace(self.knobs(), prune=self.prune_rule())
+        self.space = ConfigSpace(self.knobs(), prune=self.prune_rule(), added=self.added)
 
     @abstractmethod
     def knobs(self) -> list[Knob]:

@@ -37,13 +37,20 @@ from autotune.ir.stmt import For, Function, If, LocalBuffer, Seq, Stmt, Store, S
 MAX_ROW_BYTES = 16 << 10  # a row's local buffer is on the stack: at most 16 KiB
 
 
-def _row_store(loop: For, streamed: tuple[Tensor, ...]) -> Store | None:
-    """The loop's one statement if it stores a contiguous row of a streamed buffer: the last index
-    counts up with the loop, the others do not move with it, and nothing in it reads that buffer."""
-    st = loop.body
+def _row_store(loop: For, streamed: tuple[Tensor, ...]) -> int | None:
+    """Which statement of the loop's body stores a contiguous row of a streamed buffer, if one does:
+    the body is stores only (a loop fused with its sibling has several), exactly one of them to a
+    streamed buffer, its last index counting up with the loop and the others not moving with it,
+    and no statement reads that buffer."""
+    body = loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)
     if (loop.kind not in ("serial", "vectorize") or not isinstance(loop.extent, Const)
-            or not isinstance(st, Store) or st.buffer not in streamed):
+            or not all(isinstance(st, Store) for st in body)):
         return None
+    hits = [k for k, st in enumerate(body) if st.buffer in streamed]  # type: ignore[union-attr]
+    if len(hits) != 1:
+        return None
+    st = body[hits[0]]
+    assert isinstance(st, Store)
     if loop.extent.value * ITEMSIZE[st.buffer.dtype] > MAX_ROW_BYTES:
         return None
     last = to_affine(st.indices[-1])
@@ -51,9 +58,9 @@ def _row_store(loop: For, streamed: tuple[Tensor, ...]) -> Store | None:
         return None
     if any(n is loop.var for i in st.indices[:-1] for n in te.walk(i) if isinstance(n, Var)):
         return None
-    if any(ld.tensor is st.buffer for ld in te.loads(st.value)):
+    if any(ld.tensor is st.buffer for x in body for ld in te.loads(x.value)):  # type: ignore[union-attr]
         return None
-    return st
+    return hits[0]
 
 
 def stream_rows(fn: Function, vector_bytes: int) -> Function:
@@ -65,14 +72,18 @@ def stream_rows(fn: Function, vector_bytes: int) -> Function:
 
     def visit(s: Stmt) -> Stmt:
         if isinstance(s, For):
-            st = _row_store(s, fn.streamed)
-            if st is None:
+            hit = _row_store(s, fn.streamed)
+            if hit is None:
                 return For(s.var, s.extent, s.kind, visit(s.body))
+            body = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
+            st = body[hit]
+            assert isinstance(st, Store)
             n = s.extent.value  # type: ignore[attr-defined]
             row = te.placeholder((n,), st.buffer.dtype, name=f"{st.buffer.name}_row")
             rows.append(LocalBuffer(row, "stack"))
+            body[hit] = Store(row, (s.var,), st.value)
             start = tuple(te.substitute(i, {s.var: Const(0)}) for i in st.indices)
-            return Seq((For(s.var, s.extent, s.kind, Store(row, (s.var,), st.value)),
+            return Seq((For(s.var, s.extent, s.kind, Seq(tuple(body)) if len(body) > 1 else body[0]),
                         StreamRow(st.buffer, start, row, n, vector_bytes)))
         if isinstance(s, Seq):
             return Seq(tuple(visit(x) for x in s.stmts))

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import ModuleType
 
 from autotune.measure.experiments import (busy_machine, call_overhead, fused_activation, layout_scaling, model_accuracy,
-                                          ray_scaling, search_efficiency, spread, surrogate_efficiency, template_free,
-                                          throughput, winograd)
+                                          ray_scaling, search_efficiency, spread, streaming_stores, surrogate_efficiency,
+                                          template_free, throughput, winograd)
 
 # name -> module with add_arguments(parser), run(args) -> dict, and a docstring whose first line is its summary
 EXPERIMENTS: dict[str, ModuleType] = {
@@ -28,6 +28,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "busy-machine": busy_machine,
     "fused-activation": fused_activation,
     "layout-scaling": layout_scaling,
+    "streaming-stores": streaming_stores,
 }
 
 

@@ -247,6 +247,21 @@ def test_row_programs_attach_producers_vectorise_and_reassociate() -> None:
     assert s.stages["rs"].attach == ("at", "y", "i_i") and s.stages["var"].attach == ("at", "rs", "i")
 
 
+def test_row_programs_may_stream_their_output_rows() -> None:
+    """A row program's output rows may be written with streaming stores; plain stores by default,
+    and a config logged before the knob existed builds the plain kernel."""
+    from autotune.codegen import generate_source
+    out, ref = softmax_def(37, 50, 0)
+    auto = AutoScheduler(out, threads=2)
+    assert auto.space.by_name["stream"].values() == [False, True] and auto.default_config()["stream"] is False
+    assert auto.space.validate({"rows": 8, "attach": "row", "parallel": True})["stream"] is False
+    s = auto_schedule(out, {"rows": 8, "attach": "row", "parallel": True, "stream": True}, threads=2)
+    assert "stream_row(y, " in generate_source(s, reassoc=True)
+    x = np.random.default_rng(0).uniform(-1, 1, (37, 50)).astype("float32")
+    np.testing.assert_allclose(build(s, threads=2, reassoc=True)(x), ref(x), rtol=1e-4, atol=1e-5)
+    assert "stream" not in AutoScheduler(row_sum(37, 50, 0)[0], threads=2).space.by_name  # its output is a reduction
+
+
 def test_rules_derive_tiling_packing_cache_and_parallel_knobs_for_other_reductions() -> None:
     out, _ = col_sum(64, 64, 0)
     names = set(AutoScheduler(out, threads=2).space.by_name)

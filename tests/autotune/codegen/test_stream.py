@@ -47,6 +47,23 @@ def test_streamed_rows_are_right_at_every_alignment(dtype: str, parallel: bool) 
         assert_close(out, x * 2 + 1, dtype)
 
 
+def test_a_row_loop_fused_with_its_sibling_streams_its_output_store_only() -> None:
+    """e is computed per row at y's loop and y reads it in the same iteration: the two loops fuse
+    into one with two stores, and only y's goes through the row buffer."""
+    x = te.placeholder((6, 96), name="x")
+    e = te.compute((6, 96), lambda i, j: x[i, j] * 2.0, name="e")
+    y = te.compute((6, 96), lambda i, j: e[i, j] + 1.0, name="y")
+    s = Schedule(y)
+    s.compute_at("e", "y", "i")
+    s.vectorize("e", "j")
+    s.vectorize("y", "j")
+    s.stream("y")
+    src = generate_source(s)
+    assert len(re.findall(r"^\s*for j", src, re.M)) == 1 and "y_row[j] = e_local[0, j] + _f32_1" in src, src
+    xv = np.random.default_rng(2).standard_normal((6, 96)).astype(np.float32)
+    assert_close(build(s)(xv), xv * 2 + 1, "float32")
+
+
 def test_a_template_with_stream_matches_its_reference() -> None:
     rng = np.random.default_rng(1)
     for op in ("softmax", "layernorm"):
