@@ -24,7 +24,7 @@ from autotune.schedule import Schedule
 from autotune.space import Config
 from autotune.codegen.options import CodegenOptions
 from autotune.templates.base import Shape, Template
-from autotune.templates.softmax import row_space
+from autotune.templates.softmax import row_presets, row_space
 
 EPS = 1e-5
 
@@ -45,6 +45,7 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
 
 
 space = row_space  # the knobs of a row-wise op: rows per block, where statistics go, parallel, stream
+presets = row_presets
 
 
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
@@ -78,4 +79,4 @@ TEMPLATE = Template(
     name="layernorm", description="y[M,N] = layer normalization of x[M,N] over each row, scaled by gamma[N], "
                                   "shifted by beta[N] (eps 1e-5)",
     dims=("M", "N"), define=define, space=space, schedule=schedule, reference=reference,
-    flops=lambda s: 8.0 * s["M"] * s["N"], default_shape="4096x1024", torch_reference=torch_reference)
+    flops=lambda s: 8.0 * s["M"] * s["N"], default_shape="4096x1024", presets=presets, torch_reference=torch_reference)

@@ -38,9 +38,9 @@ import numpy as np
 from autotune.ir import te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
-from autotune.target import current
+from autotune.target import Target, current
 from autotune.codegen.options import CodegenOptions
-from autotune.codegen.stream import MAX_ROW_BYTES
+from autotune.codegen.stream import MAX_ROW_BYTES, worth_streaming
 from autotune.dtypes import ITEMSIZE
 from autotune.templates.base import Shape, Template
 
@@ -135,6 +135,20 @@ def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
 space = row_space
 
 
+def row_presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
+    """Blocks of 8 rows in parallel, the statistics per row; the output streamed first where
+    `worth_streaming` says so for the target's L3, then the same config the other way."""
+    sp = row_space(shape, dtype, threads)
+    base = {"rows": min(8, shape["M"]), "attach": "row", "parallel": threads > 1, "stream": False}
+    if sp.by_name["stream"].values() == [False]:
+        return [base]
+    first = worth_streaming(shape["M"] * shape["N"] * ITEMSIZE[dtype], (target or current()).l3)
+    return [{**base, "stream": first}, {**base, "stream": not first}]
+
+
+presets = row_presets
+
+
 def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOptions:
     rows = min(cfg["rows"], shape["M"])
     s.split("y", "i", rows, "io", "ii")
@@ -164,4 +178,4 @@ def torch_reference(x):  # type: ignore[no-untyped-def]
 TEMPLATE = Template(
     name="softmax", description="y[M,N] = softmax(x[M,N]) over each row (numerically stable)",
     dims=("M", "N"), define=define, space=space, schedule=schedule, reference=reference,
-    flops=lambda s: 5.0 * s["M"] * s["N"], default_shape="4096x1024", torch_reference=torch_reference)
+    flops=lambda s: 5.0 * s["M"] * s["N"], default_shape="4096x1024", presets=presets, torch_reference=torch_reference)

@@ -7,13 +7,15 @@ reassociate, keeps vector partial sums and reduces them horizontally once); stag
 axis is contiguous run their reductions outside it and vectorise it."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from autotune.codegen.stream import MAX_ROW_BYTES
+from autotune.codegen.stream import MAX_ROW_BYTES, worth_streaming
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
 from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, Knob
+from autotune.target import current
 from autotune.codegen.options import CodegenOptions
 
 from .analysis import reduces_along_rows
@@ -57,8 +59,11 @@ class RowsSketch(Sketch):
         return not out.reduce_axes and len(out.shape) >= 2 and 64 <= row <= MAX_ROW_BYTES
 
     def default_value(self, k: Knob) -> Any:
-        """Plain stores by default (streaming pays off only past the caches); the rest as `Sketch`."""
-        return False if k.name == "stream" else super().default_value(k)
+        """Streaming stores where `worth_streaming` says so for the target's L3; the rest as `Sketch`."""
+        if k.name == "stream":
+            out = self.p.output
+            return worth_streaming(math.prod(out.shape) * ITEMSIZE[out.dtype], current().l3)
+        return super().default_value(k)
 
     def _attached_stages(self) -> list[str]:
         """Stages (not inlined) with one reader: each is computed at a loop of it."""

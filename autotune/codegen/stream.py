@@ -37,6 +37,13 @@ from autotune.ir.stmt import For, Function, If, LocalBuffer, Seq, Stmt, Store, S
 MAX_ROW_BYTES = 16 << 10  # a row's local buffer is on the stack: at most 16 KiB
 
 
+def worth_streaming(out_bytes: int, l3_bytes: int) -> bool:
+    """Whether an output of out_bytes is better streamed by default, on a machine with an L3 of
+    l3_bytes: from half the L3 on (softmax and layernorm, measure/experiments/RESULTS.md: a config
+    streaming took 5-21% less time with a 16 MiB output and a 32 MiB L3, and 14% more with 8 MiB)."""
+    return 2 * out_bytes >= l3_bytes
+
+
 def _row_store(loop: For, streamed: tuple[Tensor, ...]) -> int | None:
     """Which statement of the loop's body stores a contiguous row of a streamed buffer, if one does:
     the body is stores only (a loop fused with its sibling has several), exactly one of them to a

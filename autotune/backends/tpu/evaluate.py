@@ -441,8 +441,11 @@ def _print_real(out: dict[str, Any], preds: Sequence[str]) -> None:
                 continue
             tau = "  -  " if r["tau"] is None else f"{r['tau']:5.2f}"
             cells.append(f"{tau} {r['top1']:>2}/{r['top5']:<2} {r['ape']:5.1f} {r['top5_ape']:4.1f}")
+        fewer = [f"{p} of {pooled[p]['kernels']}" for p in preds
+                 if pooled[p] is not None and pooled[p]["kernels"] != n]  # xla_default: kernels with the default timed
         print(f"{'pooled':<12} {'':>4} {'':>4}  " + " ".join(f"{c:<{w}}" for c in cells)
-              + f"   (mean tau; top-1/top-5 hits of {n}; pooled slowdowns %)")
+              + f"   (mean tau; top-1/top-5 hits of {n} kernels{' (' + ', '.join(fewer) + ')' if fewer else ''}; "
+              "pooled slowdowns %)")
         mins = [f"{p} {pooled[p]['min_tau_10']:.2f}" for p in preds
                 if pooled[p] is not None and pooled[p].get("min_tau_10") is not None]
         worse = [f"{p} {len(pooled[p]['top5_worse_than_default'])}" for p in preds

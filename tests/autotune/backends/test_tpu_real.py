@@ -173,7 +173,10 @@ def test_evaluate_tiles_real_counts_failed_runs_and_never_chooses_them(tmp_path:
             assert m["chosen_ns"] in ok[name] and m["top5_ns"] in ok[name], (name, pred)
     assert res["kernels"]["copy.24"]["emulator"]["best_ns"] > 3872  # the failed fastest run is not the best
     assert res["kernels"]["copy.25"]["xla_default"] is None  # its default failed: n/a, not a pick
-    assert "7 failed" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "7 failed" in text
+    n, k = len(res["kernels"]), res["pooled"]["xla_default"]["kernels"]  # the pooled hits say of how many
+    assert k < n and f"hits of {n} kernels (xla_default of {k})" in text
 
 
 @needs_real
