@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from autotune.environment import settings
+from autotune.errors import install_hint
 from autotune.space import Config
 from autotune.retime import FinalistOptions, busy_note
 from autotune.task import Task
@@ -307,7 +308,7 @@ def format_result(r: BenchResult) -> str:
     if "torch" not in r.baselines and t.template.torch_reference is not None:
         import importlib.util
         if importlib.util.find_spec("torch") is None:
-            lines.append("  torch     not timed: PyTorch is not installed; pip install 'autotune[gnn]' adds it "
+            lines.append(f"  torch     not timed: PyTorch is not installed; {install_hint('gnn')} adds it "
                          "(torch==2.13.0)")
     errs = sum(c.error is not None for c in r.candidates)
     mc = r.median_compile_seconds

@@ -188,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
                     "(default: AUTOTUNE_CACHE_MAX_MB, else 500)")
 
     db = sub.add_parser("dashboard", help="a local web page over logs, updating while tuners and sweeps append: "
-                        "best-so-far curves, measured configs, a sweep's tasks (needs autotune[dashboard])")
+                        "best-so-far curves, measured configs, a sweep's tasks (needs the [dashboard] extra)")
     db.add_argument("logs", nargs="+", metavar="LOG",
                     help="tuning logs (JSON lines); one not yet written is waited for")
     db.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
@@ -253,9 +253,10 @@ def _config(task, text: str | None):  # type: ignore[no-untyped-def]
 def cmd_list(args: argparse.Namespace) -> int:
     from autotune.templates import TEMPLATES
     if args.op is not None:  # one operator's knobs at a shape
-        from autotune.display import readable_key
         task = _task(args)
-        _print_knobs(task.template, task.space(), f"{task.template.dims_help()}: {readable_key(task.key())}")
+        dims = ", ".join(f"{k}={v}" for k, v in task.shape)
+        _print_knobs(task.template, task.space(), f"{task.template.dims_help()} = {task.shape_str()} ({dims}), "
+                                                  f"{task.dtype}, threads={task.threads}")
         return 0
     print("operators, their shape dims, and their knobs with the values they take at the default shape "
           "(float32, 2 threads; another shape's: `autotune list OP --shape S`)")

@@ -1,5 +1,5 @@
 """`autotune dashboard LOG...`: a local web page over tuning logs that updates while tuners and
-sweeps append to them (Plotly Dash and Dash AG Grid: `pip install 'autotune[dashboard]'`).
+sweeps append to them (Plotly Dash and Dash AG Grid: `pip install '.[dashboard]'` in autotune's checkout).
 
 It shows each task's best so far against trials and against wall time (as `autotune report`
 draws them), every measured config in a sortable, filterable table with its error kind and noisy
@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from autotune.display import readable_key
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, install_hint
 from autotune.records import Log, Record, RecordError, trust
 
-INSTALL = "pip install 'autotune[dashboard]'"
+INSTALL = install_hint("dashboard")
 MAX_ROWS = 2000          # records in the configs table (the latest)
 MAX_TRACES = 40          # curves drawn at once (the most recently active)
 MAX_TASKS = 2000         # tasks listed

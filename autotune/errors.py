@@ -2,6 +2,16 @@
 from __future__ import annotations
 
 
+def install_hint(extra: str) -> str:
+    """How to add an optional extra: autotune installs from its checkout (README), so the command
+    names the checkout, never a package index's 'autotune' (another project may hold that name).
+
+    >>> install_hint("gnn")
+    "pip install '.[gnn]' in autotune's checkout"
+    """
+    return f"pip install '.[{extra}]' in autotune's checkout"
+
+
 class AutotuneError(Exception):
     """Base class of every error autotune raises on purpose."""
 

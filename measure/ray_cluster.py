@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, install_hint
 
 
 class ClusterError(AutotuneError, RuntimeError):
@@ -34,7 +34,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):  # type
         import ray
     except ImportError:  # Ray is the [ray] extra
         raise AutotuneError("Ray sweeps and runner='ray' need Ray: "
-                            "pip install 'autotune[ray]' (or: pip install ray)") from None
+                            f"{install_hint('ray')} (or: pip install ray)") from None
     if ray.is_initialized():
         return ray
     from autotune.environment import ray_runtime_env

@@ -20,6 +20,7 @@ from autotune.cost_model.base import CostModel, Dataset, ModelError, read_model_
 from autotune.cost_model.lgbm_model import LGBMModel
 from autotune.cost_model.random_model import RandomModel
 from autotune.cost_model.xgb_model import XGBModel
+from autotune.errors import install_hint
 from autotune.registry import Lazy, Registry
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class ModelEntry:
             try:
                 importlib.import_module(module)
             except ImportError:
-                raise ModelError(f"the {name} cost model needs {what}: pip install 'autotune[{extra}]'") from None
+                raise ModelError(f"the {name} cost model needs {what}: {install_hint(extra)}") from None
 
     def load_class(self) -> Any:
         return Lazy(self.path).load()

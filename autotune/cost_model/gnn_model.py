@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from autotune.cost_model.base import Dataset, FeatureSchema, ModelError, read_model_file, schema_of, write_model_file
+from autotune.errors import install_hint
 
 LOSSES = ("mse", "rank_logistic", "rank_hinge")
 
@@ -22,7 +23,7 @@ def _torch():  # type: ignore[no-untyped-def]
     try:
         import torch
     except ImportError as e:
-        raise ModelError("the gnn cost model needs PyTorch: pip install 'autotune[gnn]' (torch==2.13.0)") from e
+        raise ModelError(f"the gnn cost model needs PyTorch: {install_hint('gnn')} (torch==2.13.0)") from e
     return torch
 
 

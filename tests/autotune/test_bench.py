@@ -83,7 +83,7 @@ def test_a_noisy_comparison_prints_one_line_and_says_so_in_the_json():
 def test_without_torch_the_hint_names_the_extra_that_installs_it(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # as if PyTorch were not installed
     (hint,) = [line for line in format_result(_result()).splitlines() if "torch" in line]
-    extra = re.search(r"pip install 'autotune\[(\w+)\]'", hint)
+    extra = re.search(r"pip install '\.\[(\w+)\]' in autotune's checkout", hint)
     assert extra is not None, hint
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")

@@ -153,7 +153,7 @@ def test_a_missing_optional_dependency_is_reported_before_any_measurement(tmp_pa
                         "--trials", "8", "--cost-model", "gnn", "--log", str(log)],
                        capture_output=True, text=True, timeout=300, cwd=ROOT, env=worker_env())
     err = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and err == ["autotune: error: the gnn cost model needs PyTorch: pip install 'autotune[gnn]'"], \
+    assert p.returncode == 2 and err == ["autotune: error: the gnn cost model needs PyTorch: pip install '.[gnn]' in autotune's checkout"], \
         p.stderr[-2000:]
     assert not log.exists() or load_records(log) == []  # no measurement was made
 
@@ -174,7 +174,7 @@ def test_list_of_one_operator_gives_its_knobs_at_a_shape(capsys: pytest.CaptureF
     assert main(["list", "matmul", "--shape", "64x64x1024", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     kc = next(line for line in out.splitlines() if line.split()[:1] == ["kc"])
-    assert "M=64 N=64 K=1024" in out and "512" in kc, out
+    assert "shape: MxNxK = 64x64x1024 (M=64, N=64, K=1024), float32, threads=1" in out and "512" in kc, out
     assert main(["list", "matmul", "--shape", "64x64x64", "--threads", "1"]) == 0
     kc = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["kc"])
     assert "512" not in kc

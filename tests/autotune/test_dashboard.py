@@ -118,7 +118,7 @@ def test_a_sweeps_tasks_show_trials_done_of_planned_and_their_best(tmp_path: Pat
 
 def test_a_missing_web_stack_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dash", None)  # import dash raises ImportError
-    with pytest.raises(AutotuneError, match=r"pip install 'autotune\[dashboard\]'"):
+    with pytest.raises(AutotuneError, match=r"pip install '\.\[dashboard\]' in autotune's checkout"):
         require_web_stack()
 
 

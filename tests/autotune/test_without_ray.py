@@ -17,7 +17,7 @@ class NoRay:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, NoRay())
 """
-NEEDS_RAY = "Ray sweeps and runner='ray' need Ray: pip install 'autotune[ray]' (or: pip install ray)"
+NEEDS_RAY = "Ray sweeps and runner='ray' need Ray: pip install '.[ray]' in autotune's checkout (or: pip install ray)"
 
 
 def without_ray(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -76,6 +76,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from autotune.backends.tpu.tpugraphs import LAYOUT_CONFIG_FEAT, NODE_FEATURE_COLUMNS, LayoutGraph, read_layout
+from autotune.errors import install_hint
 from autotune.cost_model.base import ModelError
 
 SPLITS = ("train", "valid", "test")
@@ -94,7 +95,7 @@ def _torch():  # type: ignore[no-untyped-def]
     try:
         import torch
     except ImportError as e:
-        raise LayoutError("the layout model needs PyTorch: pip install 'autotune[gnn]' (torch==2.13.0)") from e
+        raise LayoutError(f"the layout model needs PyTorch: {install_hint('gnn')} (torch==2.13.0)") from e
     return torch
 
 

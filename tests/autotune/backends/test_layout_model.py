@@ -299,7 +299,7 @@ def test_a_missing_torch_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_torch)
-    with pytest.raises(lm.LayoutError, match=r"pip install 'autotune\[gnn\]'"):
+    with pytest.raises(lm.LayoutError, match=r"pip install '\.\[gnn\]' in autotune's checkout"):
         lm.LayoutModel.create()
 
 
@@ -348,4 +348,4 @@ def test_the_cli_names_the_gnn_extra_without_torch(tmp_path: Path, capsys: pytes
     monkeypatch.setattr(builtins, "__import__", no_torch)
     assert main(["train-layout", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "pip install 'autotune[gnn]'" in err and "\n" not in err
+    assert "pip install '.[gnn]' in autotune's checkout" in err and "\n" not in err

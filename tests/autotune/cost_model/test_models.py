@@ -102,7 +102,7 @@ def test_the_extra_a_missing_package_names_installs_it() -> None:
     extras = cfg["options.extras_require"]
     needs = [(kind, module, extra) for kind, e in REGISTRY.items() for module, _, extra in e.requires]
     assert ("gnn", "torch", "gnn") in needs
-    for kind, module, extra in needs:  # the hint of check_available: pip install 'autotune[EXTRA]'
+    for kind, module, extra in needs:  # the hint of check_available: pip install '.[EXTRA]' in autotune's checkout
         assert module in extras[extra].split() or any(r.startswith(module + "=") for r in extras[extra].split()), \
             (kind, extra)
         assert module in extras["all"], (kind, "all")
