@@ -226,8 +226,6 @@ class TunedOp:
         res = tune(op=task, trials=o.trials, timeout_s=o.timeout_s, log=o.log, strategy=o.strategy,
                    cost_model=o.cost_model, pretrained=o.pretrained, seed=o.seed,
                    progress=None if o.verbose else False)
-        if o.verbose and not sys.stderr.isatty():
-            print(_summary(res), file=sys.stderr)
         note = busy_note(res.noisy, res.timed, o.log)
         if o.verbose and note:
             print(f"autotune: {note}", file=sys.stderr)
@@ -323,19 +321,6 @@ def check_arguments(name: str, args: Sequence[Argument], arrays: Sequence[np.nda
 
 def _dims(shape: Sequence[int]) -> str:
     return "[" + "x".join(map(str, shape)) + "]"
-
-
-def _summary(res: Any) -> str:
-    task = res.task
-    fl = task.flops()
-    if res.best_config is None:
-        best = "no working config"
-    elif fl > 0:
-        best = f"best {fl / res.best_seconds / 1e9:.1f} GFLOP/s ({res.best_seconds * 1e6:.1f} us)"
-    else:
-        best = f"best {1 / res.best_seconds:.0f} calls/s ({res.best_seconds * 1e6:.1f} us)"
-    return (f"autotune: tuned {task.key()}: {best} in {res.measured} trials ({res.errors} errors, "
-            f"{res.wall_seconds:.1f} s)")
 
 
 def op(fn: Callable[..., Any] | str | Template | None = None, *, log: str | os.PathLike[str] | None = None,

@@ -2,9 +2,9 @@
 
 On a terminal a live bar (rich); elsewhere (stderr piped or logged: CI, nohup, a notebook's
 captured output) a plain line every `ProgressOptions.interval_s` seconds, so a run is never silent
-for long: while a batch compiles, while the finalists are timed again (`retiming`), always. When
-the best named at the end differs from the search's (the finalists' re-timing changed it), a line
-says so (`finish`).
+for long: while a batch compiles, while the finalists are timed again (`retiming`), always; the
+last line says the trials, errors, seconds and the best (`finish`). On a terminal, a line after the
+bar says the best only when it differs from the search's (the finalists' re-timing changed it).
 
     >>> from autotune.progress import TuneProgress                  # doctest: +SKIP
     >>> with TuneProgress(task, total=64) as progress:               # doctest: +SKIP
@@ -142,20 +142,26 @@ class TuneProgress(PeriodicLines):
             self._write(f"{self._name()}: {text}")
 
     def finish(self, best_seconds: float, retimed: int = 0) -> None:
-        """The run named its best: say so in one line when it differs from the bar's (written on exit)."""
+        """The run named its best. Plain lines: a closing line says how many trials, errors and
+        seconds, and the best (with why it differs from the search's, if it does). A bar: one line
+        only when the best differs from the bar's. Both are written on exit."""
         self.phase = ""
-        if not math.isfinite(best_seconds):
-            return
-        named = self._speed(best_seconds)
-        if self.best < float("inf") and named == self._speed(self.best):
-            return
+        named = self._speed(best_seconds) if math.isfinite(best_seconds) else None
         said = self._speed(self.best).split()[0] if self.best < float("inf") else None
-        if retimed:
-            self.final = (f"best after re-timing the finalists: {named}"
-                          + (f" (the search's timing said {said})" if said else ""))
-        else:
-            self.final = f"best {named}: a measurement resumed from the log" + (
-                f" (this run's best: {said})" if said else "")
+        why = None
+        if named is not None and said is not None and named.split()[0] == said:
+            pass
+        elif named is not None and retimed:
+            why = "after re-timing the finalists" + (f" (the search's timing said {said})" if said else "")
+        elif named is not None:
+            why = "a measurement resumed from the log" + (f" (this run's best: {said})" if said else "")
+        if self.mode == "lines":
+            best = (f"best {named} ({best_seconds * 1e6:.1f} us)" + (f" {why}" if why else "")
+                    if named is not None else "no successful trial")
+            self.final = (f"finished {self.done} trial{'s' * (self.done != 1)} ({self.errors} error"
+                          f"{'s' * (self.errors != 1)}, {time.monotonic() - self._t0:.1f} s): {best}")
+        elif why is not None:
+            self.final = f"best {named} {why}"
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

@@ -61,7 +61,7 @@ class _Task:
         return 1.0, "GFLOP/s"  # speed = 1.0 / seconds
 
 
-def test_the_final_best_differing_from_the_bars_is_said_in_one_line() -> None:
+def test_the_closing_line_says_why_the_final_best_differs_from_the_searchs() -> None:
     stream = TimedStream()
     with TuneProgress(_Task(), 2, options=ProgressOptions(interval_s=60, stream=stream)) as p:
         p.update(None, [1, 2], [MeasureResult((1.0 / 165.6,)), MeasureResult((10.0,))])
@@ -69,16 +69,19 @@ def test_the_final_best_differing_from_the_bars_is_said_in_one_line() -> None:
         p.finish(1.0 / 129.8, retimed=5)
     lines = stream.getvalue().splitlines()
     assert "autotune: matmul M=8 N=8 K=8 float32 threads=1: re-timing the 5 fastest in 5 alternating rounds..." in lines
-    assert lines[-1] == ("autotune: matmul M=8 N=8 K=8 float32 threads=1: best after re-timing the finalists: "
-                         "129.8 GFLOP/s (the search's timing said 165.6)")
+    assert re.fullmatch(r"autotune: matmul M=8 N=8 K=8 float32 threads=1: finished 2 trials \(0 errors, [\d.]+ s\): "
+                        r"best 129\.8 GFLOP/s \(7704\.2 us\) after re-timing the finalists \(the search's timing said 165\.6\)",
+                        lines[-1]), lines
 
 
-def test_the_same_best_says_nothing_more_and_a_disabled_progress_says_nothing() -> None:
+def test_the_same_best_closes_with_the_plain_summary_and_a_disabled_progress_says_nothing() -> None:
     stream = TimedStream()
     with TuneProgress(_Task(), 1, options=ProgressOptions(interval_s=60, stream=stream)) as p:
         p.update(None, [1], [MeasureResult((1e-9,))])
         p.finish(1e-9, retimed=2)
     assert "re-timing the finalists" not in stream.getvalue()
+    assert re.fullmatch(r"autotune: matmul M=8 N=8 K=8 float32 threads=1: finished 1 trial \(0 errors, [\d.]+ s\): "
+                        r"best 1000000000\.0 GFLOP/s \(0\.0 us\)", stream.getvalue().splitlines()[-1])
     quiet = TimedStream()
     with TuneProgress(_Task(), 1, enabled=False, options=ProgressOptions(interval_s=0.01, stream=quiet)) as p:
         p.update(None, [1], [MeasureResult((1e-9,))])
