@@ -19,6 +19,8 @@ from tests.helpers import assert_close
 
 import numba  # noqa: E402 - after autotune, which sets Numba's environment first
 
+pytestmark = pytest.mark.target  # the vector width follows the target in force: .ci/run runs it again under each target
+
 
 def _scaled(M: int, N: int, dtype: str = "float32") -> tuple[te.Tensor, te.Tensor]:
     x = te.placeholder((M, N), dtype, name="x")
