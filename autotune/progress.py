@@ -148,13 +148,10 @@ class TuneProgress(PeriodicLines):
         self.phase = ""
         named = self._speed(best_seconds) if math.isfinite(best_seconds) else None
         said = self._speed(self.best).split()[0] if self.best < float("inf") else None
-        why = None
-        if named is not None and said is not None and named.split()[0] == said:
-            pass
-        elif named is not None and retimed:
-            why = "after re-timing the finalists" + (f" (the search's timing said {said})" if said else "")
-        elif named is not None:
-            why = "a measurement resumed from the log" + (f" (this run's best: {said})" if said else "")
+        why = None  # why the named best differs from the search's
+        if named is not None and named.split()[0] != said:
+            why = ("after re-timing the finalists" + (f" (the search's timing said {said})" if said else "") if retimed
+                   else "a measurement resumed from the log" + (f" (this run's best: {said})" if said else ""))
         if self.mode == "lines":
             best = (f"best {named} ({best_seconds * 1e6:.1f} us)" + (f" {why}" if why else "")
                     if named is not None else "no successful trial")

@@ -40,7 +40,7 @@ from autotune.schedule import Schedule
 from autotune.space import ChoiceKnob, Config, ConfigSpace
 from autotune.target import Target, current
 from autotune.codegen.options import CodegenOptions
-from autotune.codegen.stream import MAX_ROW_BYTES, worth_streaming
+from autotune.codegen.stream import streamable_row, worth_streaming
 from autotune.dtypes import ITEMSIZE
 from autotune.templates.base import Shape, Template
 
@@ -128,7 +128,7 @@ def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
         ChoiceKnob("rows", rows),                        # rows per block
         ChoiceKnob("attach", ["block", "row"]),          # where the row statistics are computed
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
-        ChoiceKnob("stream", [False, True] if 64 <= N * ITEMSIZE[dtype] <= MAX_ROW_BYTES else [False]),
+        ChoiceKnob("stream", [False, True] if streamable_row(N * ITEMSIZE[dtype]) else [False]),
     ], added={"stream": False})  # logs from before "stream"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autotune.codegen.stream import MAX_ROW_BYTES, worth_streaming
+from autotune.codegen.stream import streamable_row, worth_streaming
 from autotune.dtypes import ITEMSIZE
 from autotune.ir import expr as te
 from autotune.schedule import Schedule
@@ -55,8 +55,7 @@ class RowsSketch(Sketch):
         an output without reductions, whose rows (its vectorized last axis) are a cache line or
         more and fit the stream's local buffer."""
         out = self.p.output
-        row = out.shape[-1] * ITEMSIZE[out.dtype] if out.shape else 0
-        return not out.reduce_axes and len(out.shape) >= 2 and 64 <= row <= MAX_ROW_BYTES
+        return not out.reduce_axes and len(out.shape) >= 2 and streamable_row(out.shape[-1] * ITEMSIZE[out.dtype])
 
     def default_value(self, k: Knob) -> Any:
         """Streaming stores where `worth_streaming` says so for the target's L3; the rest as `Sketch`."""

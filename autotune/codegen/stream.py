@@ -34,7 +34,14 @@ from autotune.ir.affine import to_affine
 from autotune.ir.expr import Const, Tensor, Var
 from autotune.ir.stmt import For, Function, If, LocalBuffer, Seq, Stmt, Store, StreamRow
 
+MIN_ROW_BYTES = 64        # a row shorter than a cache line has nothing to stream
 MAX_ROW_BYTES = 16 << 10  # a row's local buffer is on the stack: at most 16 KiB
+
+
+def streamable_row(row_bytes: int) -> bool:
+    """Whether an output row of row_bytes is worth offering to `stream`: a cache line or more,
+    and within the local buffer's limit."""
+    return MIN_ROW_BYTES <= row_bytes <= MAX_ROW_BYTES
 
 
 def worth_streaming(out_bytes: int, l3_bytes: int) -> bool:
