@@ -51,7 +51,7 @@ import numpy as np
 
 from autotune.codegen import Kernel
 from autotune.codegen.buffers import check_disjoint
-from autotune.codegen.invoke import RAN
+from autotune.codegen.invoke import RAN, STRIDED
 from autotune.errors import AutotuneError, ShapeError
 from autotune.records import Log, Record, best_per_task, from_target, preference
 from autotune.retime import busy_note
@@ -234,9 +234,9 @@ class TunedOp:
 
     def _prepare(self, arrays: tuple[np.ndarray, ...], key: tuple) -> tuple[Callable[..., np.ndarray], tuple | None]:
         """Check the arrays (task_for: before any tuning) and make the call path for their key:
-        (call(arrays, out), fast), fast being (compiled entry, its other arrays, the output's shape
-        and dtype, whether the entry checks the inputs) for __call__ to run without call's frame
-        when out is None, or None."""
+        (call(arrays, out), fast), fast being (compiled entry, its other arrays, the output's shape,
+        dtype and layout, the inputs' shapes and dtypes) for __call__ to run without call's frame
+        on C-contiguous inputs of those shapes and dtypes, or None."""
         task = self.task_for(*arrays)
         k = self._kernel(task)
         name = self.template.name
@@ -249,7 +249,8 @@ class TunedOp:
         # a one-thread kernel taking the arrays as they come: its compiled entry called from __call__'s
         # frame, the only Python one on the way (each frame is call overhead); with the layout of an
         # out= that it may write to as it is (C-contiguous)
-        fast = (*entry, oshape, odtype, _layout(np.empty(oshape, odtype))) if entry is not None and contiguous else None
+        fast = (*entry, oshape, odtype, _layout(np.empty(oshape, odtype)), tuple(map(_shape, arrays)),
+                tuple(np.dtype(a.dtype.name) for a in arrays)) if entry is not None and contiguous else None
 
         def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
             return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
@@ -270,25 +271,45 @@ class TunedOp:
         local = self._local.__dict__
         last = local.get("last")  # (logs in force, layouts, call, fast): this thread's last call path
         if last is not None and last[0] is _history.get():
-            seen, n = last[1], len(arrays)
-            try:  # compared array by array: no key to build and hash (each step is call overhead)
-                hit = n == len(seen) and (_layout(arrays[0]) == seen[0] if n == 1 else
-                                          _layout(arrays[0]) == seen[0] and _layout(arrays[1]) == seen[1]
-                                          if n == 2 else tuple(map(_layout, arrays)) == seen)
-            except AttributeError:
-                hit = False
-            if hit:
-                fast = last[3]
-                if fast is not None:  # the compiled entry from this frame
-                    entry, rest, oshape, odtype, olayout = fast
-                    if out is None:
-                        result = np.empty(oshape, odtype)
-                        if entry(arrays, (result,) + rest) == RAN:
-                            return result
-                    elif type(out) is np.ndarray and _layout(out) == olayout and out.flags.writeable:
-                        if entry(arrays, (out,) + rest) == RAN:  # the entry checks that out overlaps no input
-                            return out
-                return last[2](arrays, out)  # (an input with NaN or Inf, an overlapping out: call answers it)
+            fast = last[3]
+            if fast is not None:  # the compiled entry from this frame, for C-contiguous arrays
+                entry, rest, oshape, odtype, olayout, shapes, dtypes = fast
+                n = len(arrays)
+                try:  # shapes and dtypes here (the entry checks the strides), inline: each step is call overhead
+                    if n == 2:
+                        a, b = arrays
+                        hit = a.shape == shapes[0] and b.shape == shapes[1] and (
+                            a.dtype is dtypes[0] or a.dtype == dtypes[0]) and (b.dtype is dtypes[1] or b.dtype == dtypes[1])
+                    elif n == 1:
+                        a = arrays[0]
+                        hit = a.shape == shapes[0] and (a.dtype is dtypes[0] or a.dtype == dtypes[0])
+                    else:
+                        hit = tuple(map(_shape, arrays)) == shapes and tuple(map(_dtype, arrays)) == dtypes
+                except AttributeError:
+                    hit = False
+                if hit:
+                    did = STRIDED
+                    try:  # TypeError: not an ndarray (an object with a shape and dtype): converted below
+                        if out is None:
+                            result = np.empty(oshape, odtype)
+                            did = entry(arrays, (result,) + rest)
+                            if did == RAN:
+                                return result
+                        elif type(out) is np.ndarray and _layout(out) == olayout and out.flags.writeable:
+                            did = entry(arrays, (out,) + rest)  # the entry checks that out overlaps no input
+                            if did == RAN:
+                                return out
+                    except TypeError:
+                        pass
+                    if did != STRIDED:
+                        return last[2](arrays, out)  # (an input with NaN or Inf, an overlapping out: call answers it)
+            else:
+                try:
+                    hit = tuple(map(_layout, arrays)) == last[1]
+                except AttributeError:
+                    hit = False
+                if hit:
+                    return last[2](arrays, out)
         try:
             layouts = tuple(map(_layout, arrays))
         except AttributeError:  # not all arrays: convert once, then the same path
@@ -304,6 +325,7 @@ class TunedOp:
 
 _NO_CALLS: dict[tuple, tuple[Callable[..., np.ndarray], tuple | None]] = {}
 _layout = operator.attrgetter("shape", "dtype", "strides")  # what a call path is chosen by, per array
+_shape, _dtype = operator.attrgetter("shape"), operator.attrgetter("dtype")
 
 
 def check_arguments(name: str, args: Sequence[Argument], arrays: Sequence[np.ndarray]) -> None:

@@ -54,7 +54,7 @@ from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
 from autotune.codegen.source import generate_sources, scratch, source_hash  # noqa: E402
 from autotune.codegen.finite import parallel_finite_check  # noqa: E402
-from autotune.codegen.invoke import OVERLAP, RAN, invoker_for  # noqa: E402
+from autotune.codegen.invoke import OVERLAP, RAN, STRIDED, invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
 
 
@@ -283,8 +283,9 @@ class Kernel:
         it from its own frame (no Python frame in between: a tuned op's call), where the kernel runs
         on one thread and takes the arrays as they are (no views); None otherwise. `rest` are run's
         own intermediates and scratch. `call(ins, (out,) + rest)` returns autotune.codegen.invoke's
-        RAN, or, running nothing, OVERLAP when out shares memory with an input and (checked)
-        NONFINITE when an input holds NaN or ±Inf. Inputs and out otherwise unchecked, as for run."""
+        RAN, or, running nothing, OVERLAP when out shares memory with an input, STRIDED when an
+        input is not C-contiguous and (checked) NONFINITE when an input holds NaN or ±Inf. Inputs
+        (their dtype and dimensions) and out otherwise unchecked, as for run."""
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
@@ -305,6 +306,8 @@ class Kernel:
                     did = call(ins, (out,) + rest)
                 if did == OVERLAP:
                     check_disjoint(ins, out)  # raises the ShapeError
+                if did == STRIDED:
+                    return run(tuple(np.ascontiguousarray(a) for a in ins), out)
                 return out if did == RAN else None
             return run, None if shapes else (call, rest)
         pro = scratch_of(self.nest.prologue) if self.nest.prologue is not None else ()

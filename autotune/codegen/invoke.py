@@ -101,7 +101,23 @@ def finite_chunks(dtype: str) -> Any:
     return healing_njit(f"void({dtype}[::1], uint8[::1], int64, int64)", nogil=True, cache=True)(_finite_chunks)
 
 
-RAN, NONFINITE, OVERLAP = 0, 1, 2  # what a call into an output did (Invoker.checked, Invoker.apart)
+RAN, NONFINITE, OVERLAP, STRIDED = 0, 1, 2, 3  # what a call into an output did (Invoker.checked, Invoker.apart)
+
+
+@healing_njit(nogil=True, cache=True)
+def _strided(inputs):  # type: ignore[no-untyped-def]
+    """Whether one of the arrays `inputs` is not C-contiguous (by its strides, as NumPy's flag: a
+    dimension of extent 1 takes any stride; an empty array is contiguous). The compiled entry's
+    own types say C-contiguous, but its unboxing copies whatever strides an array has."""
+    strided = False
+    for a in literal_unroll(inputs):
+        if a.size > 0:
+            step = a.itemsize
+            for d in range(a.ndim - 1, -1, -1):
+                if a.shape[d] != 1 and a.strides[d] != step:
+                    strided = True
+                step *= a.shape[d]
+    return strided
 
 
 @healing_njit(nogil=True, cache=True)
@@ -118,6 +134,8 @@ def _overlaps(inputs, out):  # type: ignore[no-untyped-def]
 
 @healing_njit(nogil=True, cache=True)
 def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
+    if _strided(inputs):
+        return STRIDED
     if _overlaps(inputs, rest[0]):
         return OVERLAP
     ok = True
@@ -131,6 +149,8 @@ def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
 
 @healing_njit(nogil=True, cache=True)
 def _invoke_apart(address, inputs, rest):  # type: ignore[no-untyped-def]
+    if _strided(inputs):
+        return STRIDED
     if _overlaps(inputs, rest[0]):
         return OVERLAP
     _call_at(address, inputs + rest)
@@ -160,12 +180,14 @@ class Invoker:
     def checked(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
         """`call(inputs, rest)`: the function run on `inputs + rest` (its first n_inputs arguments,
         then the others: the first of them an array, the output) and RAN (0), unless the output
-        shares memory with an input (OVERLAP) or an input array holds NaN or ±Inf (NONFINITE):
-        then nothing runs. Inputs and the output must be C-contiguous."""
+        shares memory with an input (OVERLAP), an input is not C-contiguous (STRIDED) or an input
+        array holds NaN or ±Inf (NONFINITE): then nothing runs. The output must be C-contiguous;
+        every array of the compiled function's dtype and number of dimensions (the caller checks:
+        the compiled entry does not)."""
         return self._into(n_inputs, _invoke_checked)
 
     def apart(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
-        """checked() without the inputs' NaN/Inf check: RAN, or OVERLAP running nothing."""
+        """checked() without the inputs' NaN/Inf check: RAN, or OVERLAP or STRIDED running nothing."""
         return self._into(n_inputs, _invoke_apart)
 
     def _into(self, n_inputs: int, trampoline: Any) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:

@@ -162,3 +162,32 @@ def test_a_call_path_is_chosen_by_every_arrays_shape_dtype_and_strides() -> None
                 np.testing.assert_allclose(out, want, rtol=1e-5)
     with pytest.raises(ShapeError):
         mm(a32, b16[:5])
+
+
+def test_a_call_with_the_last_shapes_and_dtypes_but_other_arrays_gets_its_own_answer() -> None:
+    """The last call path is found by the arrays' shapes and dtypes (the compiled entry checks the
+    strides): a transposed view of the last shape, an array whose dtype is equal but another object
+    (unpickled), and an object with a shape and dtype that is not an ndarray each get the right answer."""
+    import pickle
+
+    class Duck:  # an array-like with a shape and dtype (as xarray's DataArray), converted by np.asarray
+        def __init__(self, a: np.ndarray) -> None:
+            self.a, self.shape, self.dtype = a, a.shape, a.dtype
+
+        def __array__(self, dtype=None, copy=None):  # type: ignore[no-untyped-def]
+            return self.a
+
+    mm = autotune.op("matmul", policy="default", threads=1)
+    rng = np.random.default_rng(1)
+    a, b = rng.random((8, 8), np.float32), rng.random((8, 8), np.float32)
+    unpickled = pickle.loads(pickle.dumps(a))
+    assert unpickled.dtype is not np.dtype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(2):
+            for x, y in [(a, b), (a.T, b), (a, b.T), (unpickled, b), (Duck(a), b), (a, Duck(b.T.copy())), (a, b)]:
+                want = np.asarray(x).astype(np.float64) @ np.asarray(y).astype(np.float64)
+                np.testing.assert_allclose(mm(x, y), want, rtol=1e-5)
+                out = np.empty((8, 8), np.float32)
+                assert mm(x, y, out=out) is out
+                np.testing.assert_allclose(out, want, rtol=1e-5)

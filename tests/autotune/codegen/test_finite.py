@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from autotune.codegen.finite import all_finite
-from autotune.codegen.invoke import NONFINITE, OVERLAP, RAN
+from autotune.codegen.invoke import NONFINITE, OVERLAP, RAN, STRIDED
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -81,6 +81,34 @@ def test_the_checked_trampoline_runs_nothing_on_an_output_that_overlaps_an_input
         before = buf.copy()
         assert call((x,), (out,)) == OVERLAP and (buf == before).all()
     assert call((buf[:6],), (buf[6:],)) == RAN and buf[6:].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_the_trampolines_run_nothing_on_an_input_that_is_not_c_contiguous(checked: bool) -> None:
+    """Invoker.checked and .apart: the compiled entry's unboxing takes any strides, so a transposed
+    or sliced view of the kernel's shape and dtype is refused (STRIDED) in the same compiled call;
+    extents of 1 take any stride (NumPy's flag), an empty array is contiguous."""
+    import numba
+
+    from autotune.codegen.invoke import invoker_for
+
+    @numba.njit("void(float32[:, ::1], float32[:, ::1])", no_cpython_wrapper=True)
+    def copy(x, out):
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[i, j] = x[i, j]
+    inv = invoker_for(copy)
+    call = inv.checked(1) if checked else inv.apart(1)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    out = np.full((4, 4), -1.0, np.float32)
+    for view in (x.T, np.arange(32, dtype=np.float32).reshape(4, 8)[:, ::2], np.arange(32, dtype=np.float32).reshape(8, 4)[::2]):
+        assert call((view,), (out,)) == STRIDED and (out == -1.0).all()
+    column = np.arange(8, dtype=np.float32).reshape(8, 1)[::2]  # strides (32, 4) of shape (4, 1): not C-contiguous
+    assert not column.flags.c_contiguous and call((column,), (np.empty((4, 1), np.float32),)) == STRIDED
+    row = np.arange(8, dtype=np.float32).reshape(2, 4)[:1]  # shape (1, 4): any first stride
+    assert row.flags.c_contiguous and call((row,), (np.empty((1, 4), np.float32),)) == RAN
+    assert call((np.zeros((0, 4), np.float32)[:, ::1],), (np.empty((0, 4), np.float32),)) == RAN
+    assert call((x,), (out,)) == RAN and (out == x).all()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
