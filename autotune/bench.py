@@ -34,7 +34,7 @@ from autotune.task import Task
 from autotune.target import cpu_model, current
 from autotune.tuner import TuneResult
 from autotune.timing_lock import TimingLock, lock_path
-from autotune.measure.peak import Peak, machine_peak, task_bytes, task_roofline
+from autotune.measure.peak import Peak, machine_peak, task_bytes, task_roof, task_roofline
 from autotune.measure.timing import Timing, TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
@@ -270,8 +270,8 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
 
 
 def has_roofline(task: Task) -> bool:
-    """Whether a task's speed compares with the machine's FMA peak: a GFLOP/s metric in float32/64."""
-    return task.template.metric == "GFLOP/s" and task.dtype in ("float32", "float64") and task.flops() > 0
+    """Whether a task's speed compares with the machine's limit (measure.peak.task_roof)."""
+    return task_roof(task) is not None
 
 
 def count_noisy(timings: Iterable[Timing], max_spread: float) -> int:

@@ -8,7 +8,10 @@ the `sweep` stamp a sweep puts on its records: autotune.distributed), the log's 
 baselines of `autotune bench --json` files (found beside the logs, or passed with --bench), and,
 per task of a model-guided run, the cost model's prediction for each measured config (the score
 the search chose it by, kept in its record) against its measured speed, with their rank
-correlation (Spearman's rho).
+correlation (Spearman's rho). Each task's best shows its share of this machine's limit (the
+roofline `autotune bench` and `report` use, at the task's intensity) where it was measured on this
+CPU and the machine's peak has been measured (`measure.peak`'s cache: the page never runs the
+probe).
 
 The logs are untrusted input. They are read by `autotune.records.Log` (each line validated, a
 line that is no valid record skipped and counted, memory bounded per log), followed as they grow
@@ -38,11 +41,12 @@ import warnings
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from autotune.display import readable_key
 from autotune.errors import AutotuneError, install_hint
 from autotune.records import Log, Record, RecordError, trust
+from autotune.target import cpu_model
 
 INSTALL = install_hint("dashboard")
 MAX_ROWS = 2000          # records in the configs table (the latest)
@@ -53,6 +57,7 @@ MAX_PREDICTION_PLOTS = 12  # tasks whose predicted-against-measured plot is draw
 MAX_TEXT = 200           # characters of a message or a config shown
 MAX_BENCH_FILES, MAX_BENCH_BYTES, MAX_BASELINES = 64, 1 << 20, 16
 BENCH_RESCAN_S = 5.0     # how often the folders of the logs are looked at again for bench files
+                         # (and the machine's peak read again from its cache)
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -92,6 +97,7 @@ class _Task:
     best: float = math.inf          # seconds of the best usable record: re-timings of finalists first
     best_rank: tuple = (2, math.inf)
     best_config: str = ""
+    best_cpu: str = ""              # the CPU model the best was measured on (its record's target)
     first: float = 0.0              # time stamps of its first and last record
     last: float = 0.0
     strategies: set = field(default_factory=set)
@@ -170,7 +176,8 @@ class Board:
     Thread-safe: the web server's threads share one board."""
 
     def __init__(self, logs: Sequence[str | os.PathLike[str]], bench: Sequence[str | os.PathLike[str]] = (),
-                 *, scan_bench: bool = True, min_interval: float = 0.25) -> None:
+                 *, scan_bench: bool = True, min_interval: float = 0.25,
+                 peak_of: Callable[[str, int], Any] | None = None) -> None:
         if not logs:
             raise AutotuneError("name at least one log")
         self.paths = [Path(p) for p in logs]
@@ -178,6 +185,8 @@ class Board:
         self.names = {p: (p.name if names.count(p.name) == 1 else str(p)) for p in self.paths}
         self.bench_paths = [Path(p) for p in bench]
         self.scan_bench, self.min_interval = scan_bench, min_interval
+        self.peak_of = peak_of or _cached_peak  # (dtype, threads) -> this machine's Peak, or None
+        self._peaks: dict[tuple[str, int], Any] = {}
         self.lock = threading.Lock()
         self._logs: dict[Path, Log] = {}
         self._held: dict[Path, int] = {}
@@ -201,6 +210,7 @@ class Board:
         self._latest_sweep: dict[tuple[str, str], str] = {}       # (log, task) -> the last sweep logging it
         self._configs: dict[tuple[str, str], str | None] = {}  # config -> why it is outside its space
         self._flops: dict[str, float] = {}
+        self._roof: dict[str, tuple[str, int, float, float] | None] = {}  # key -> dtype, threads, intensity, bytes
         self._seq = 0
 
     # ---- reading ---------------------------------------------------------------------------
@@ -260,6 +270,7 @@ class Board:
         if now - self._last_scan < BENCH_RESCAN_S:
             return False
         self._last_scan = now
+        self._peaks.clear()  # a bench run may have measured the peak meanwhile
         files: list[Path] = list(self.bench_paths)
         if self.scan_bench:
             for folder in dict.fromkeys(p.resolve().parent for p in self.paths):
@@ -293,6 +304,8 @@ class Board:
                 task = r.task()
                 task.space().validate(r.config)
                 self._flops.setdefault(r.key, task.flops())
+                if r.key not in self._roof:
+                    self._roof[r.key] = _roof_of(task)
                 self._configs[ck] = None
             except Exception as e:  # noqa: BLE001 - any failure of an untrusted record: not usable
                 self._configs[ck] = _cut(e)
@@ -326,6 +339,7 @@ class Board:
         why = self._usable(r) if r.ok else None
         if r.ok and why is None and (trust(r), r.seconds) < t.best_rank:  # as best_per_task picks
             t.best_rank, t.best, t.best_config = (trust(r), r.seconds), r.seconds, r.config_key()
+            t.best_cpu = str(r.target.get("cpu", "")) if r.target else ""
         t.unusable += r.ok and why is not None
         if r.retimed:
             t.retimed += 1
@@ -429,6 +443,20 @@ class Board:
             g.points = pts
         return g.points
 
+    def _limit_pct(self, t: _Task) -> float | None:
+        """The task's best as a percentage of this machine's roofline at its intensity; None when
+        the best was measured on another CPU, the task has no GFLOP/s roofline or no peak is cached."""
+        roof = self._roof.get(t.key)
+        if roof is None or not math.isfinite(t.best) or t.best_cpu != cpu_model():
+            return None
+        dtype, threads, i, nbytes = roof
+        if (dtype, threads) not in self._peaks:
+            self._peaks[(dtype, threads)] = self.peak_of(dtype, threads)
+        peak = self._peaks[(dtype, threads)]
+        if peak is None:
+            return None
+        return _sig(100 * self._flops[t.key] / t.best / 1e9 / peak.attainable(i, nbytes))
+
     def view(self, task: str | None = None) -> dict[str, Any]:
         """Plain data for the page: every task, the curves and configs of `task` (None: all)."""
         with self.lock:
@@ -437,6 +465,7 @@ class Board:
                 "error_kinds": _cut(", ".join(f"{k} {n}" for k, n in t.errors.most_common())),
                 "noisy": t.noisy, "retimed": t.retimed, "not_usable": t.unusable,
                 "best": _sig(t.per / t.best) if math.isfinite(t.best) else None, "unit": t.unit,
+                "limit_pct": self._limit_pct(t),
                 "elapsed_s": _sig(t.last - t.first) if t.first else None,
                 "strategies": _cut(", ".join(sorted(t.strategies))), "logs": _cut(", ".join(sorted(t.logs))),
                 "best_config": _cut(t.best_config)}
@@ -462,6 +491,25 @@ class Board:
                     "sweeps": self._sweep_view()}
 
 
+def _roof_of(task: Any) -> tuple[str, int, float, float] | None:
+    """(dtype, threads, intensity, bytes) of a task with a roofline (measure.peak.task_roof), else None."""
+    from autotune.measure.peak import task_roof
+    try:
+        roof = task_roof(task)
+    except Exception:  # noqa: BLE001 - a task of an untrusted record without a roofline: no share
+        return None
+    return (task.dtype, task.threads, *roof) if roof is not None else None
+
+
+def _cached_peak(dtype: str, threads: int) -> Any:
+    """This machine's peak from measure.peak's cache (never measured here), or None."""
+    from autotune.measure.peak import cached_peak
+    try:
+        return cached_peak(dtype, threads)
+    except Exception:  # noqa: BLE001 - a damaged cache: no share shown
+        return None
+
+
 # ---- the page (Dash) ----------------------------------------------------------------------------
 
 def _esc(text: Any) -> str:
@@ -472,6 +520,7 @@ def _esc(text: Any) -> str:
 TASK_COLUMNS = [("task", "task", 330), ("trials", "trials", 90), ("errors", "errors", 90),
                 ("error_kinds", "error kinds", 200), ("noisy", "noisy", 90), ("retimed", "re-timed", 100),
                 ("not_usable", "not usable", 110), ("best", "best (re-timed first)", 150), ("unit", "unit", 100),
+                ("limit_pct", "% of limit", 110),
                 ("elapsed_s", "elapsed s", 110), ("strategies", "strategies", 150), ("logs", "logs", 150),
                 ("best_config", "best config", 400)]
 CONFIG_COLUMNS = [("log", "log", 110), ("task", "task", 300), ("trial", "trial", 85), ("time_s", "time s", 95),

@@ -212,23 +212,21 @@ def roofline_points(records: Sequence[Record], peak_of: Callable[[str, int], Any
     """(task key, intensity, GFLOP/s, peak, bytes) of each task's best kernel measured on this
     machine's CPU (its records' target names this CPU model), for tasks with a flop count in
     float32/float64 and a peak (peak_of(dtype, threads))."""
-    from autotune.measure.peak import task_bytes, task_intensity
+    from autotune.measure.peak import task_roof
     cpu = cpu_model()
     here = [r for r in usable(records) if r.target.get("cpu") == cpu]
     out = []
     for key, best in sorted(best_per_task(here).items()):
         try:  # a task without a template (a hand-written Numba kernel) or a flop count has no roofline
             task = best.task()
-            flops = task.flops()
-            if task.template.metric != "GFLOP/s" or task.dtype not in ("float32", "float64") or flops <= 0:
-                continue
-            i = task_intensity(task)
+            roof = task_roof(task)
         except AutotuneError:
             continue
-        peak = peak_of(task.dtype, task.threads) if math.isfinite(i) and i > 0 else None
+        peak = peak_of(task.dtype, task.threads) if roof is not None else None
         if peak is None:
             continue
-        out.append((key, i, flops / best.seconds / 1e9, peak, task_bytes(task)))
+        i, nbytes = roof
+        out.append((key, i, task.flops() / best.seconds / 1e9, peak, nbytes))
     return out
 
 

@@ -113,6 +113,17 @@ def task_intensity(task: Any) -> float:
     return intensity(task.flops(), task_bytes(task))
 
 
+def task_roof(task: Any) -> tuple[float, float] | None:
+    """(intensity, bytes moved) of a task whose speed a roofline bounds: GFLOP/s of a float32 or
+    float64 kernel with a flop count; None for any other (a hand-written kernel's calls/s)."""
+    flops = task.flops()
+    if task.template.metric != "GFLOP/s" or task.dtype not in DTYPES or flops <= 0:
+        return None
+    nbytes = task_bytes(task)
+    i = intensity(flops, nbytes)
+    return (i, nbytes) if math.isfinite(i) and i > 0 else None
+
+
 # ---- the probe ------------------------------------------------------------------------------
 
 def _fma_kernel(accumulators: int, dtype: str) -> Callable[..., Any]:

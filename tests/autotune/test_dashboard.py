@@ -92,6 +92,39 @@ def test_predictions_are_drawn_per_task_with_their_rank_correlation(tmp_path: Pa
     assert rank_correlation([1, 1, 1], [1, 2, 3]) is None and rank_correlation([1, 2], [2, 1]) is None
 
 
+def test_each_tasks_best_shows_its_share_of_this_machines_limit_when_measured_here(tmp_path: Path) -> None:
+    """As `autotune report`'s column: the best's GFLOP/s over the roofline at the task's intensity,
+    for a best measured on this CPU with the peak known; none from another CPU or without a peak."""
+    from autotune.measure.peak import Peak, task_bytes, task_intensity
+    from autotune.report import best_shares
+    from autotune.target import cpu_model, current, current_target
+    from autotune.task import Task
+
+    def peak(dtype: str, threads: int) -> Peak:
+        return Peak(cpu=cpu_model(), isa=current().isa, dtype=dtype, threads=threads, gflops=100.0, read_gbps=10.0,
+                    l3_gbps=30.0, l3_bytes=32 << 20, l2_gbps=60.0, l2_bytes=1 << 20)
+    here, elsewhere = current_target(1), {**current_target(1), "cpu": "Another CPU"}
+    cfg = _valid_config()
+    log = tmp_path / "log.jsonl"
+    recs = [_record(seconds=2e-5, config=cfg, target=here), _record(seconds=4e-5, config=cfg, target=here),
+            Record(op="matmul", shape={"M": 32, "N": 16, "K": 16}, dtype="float32", threads=1, config=cfg,
+                   costs=[1e-5], strategy="random", target=elsewhere)]
+    for r in recs:
+        RecordLog(log, fsync=False).append(r)
+    board = Board([log], scan_bench=False, min_interval=0, peak_of=peak)
+    board.refresh()
+    tasks = {t["task"]: t for t in board.view()["tasks"]}
+    mine, other = tasks["matmul|M=16,N=16,K=16|float32|threads=1"], tasks["matmul|M=32,N=16,K=16|float32|threads=1"]
+    task = Task.create("matmul", "16x16x16", threads=1)
+    want = 100 * task.flops() / 2e-5 / 1e9 / peak("float32", 1).attainable(task_intensity(task), task_bytes(task))
+    assert mine["limit_pct"] == pytest.approx(want, rel=1e-3)
+    assert mine["limit_pct"] == pytest.approx(100 * best_shares(recs, peak)[recs[0].key], rel=1e-3)
+    assert other["limit_pct"] is None  # measured on another CPU
+    unknown = Board([log], scan_bench=False, min_interval=0, peak_of=lambda d, t: None)
+    unknown.refresh()
+    assert all(t["limit_pct"] is None for t in unknown.view()["tasks"])  # no peak measured here yet
+
+
 def test_a_sweeps_tasks_show_trials_done_of_planned_and_their_best(tmp_path: Path) -> None:
     from autotune.dashboard import _sweep
     log = tmp_path / "sweep.jsonl"
