@@ -455,7 +455,7 @@ class Board:
         peak = self._peaks[(dtype, threads)]
         if peak is None:
             return None
-        return _sig(100 * self._flops[t.key] / t.best / 1e9 / peak.attainable(i, nbytes))
+        return round(100 * self._flops[t.key] / t.best / 1e9 / peak.attainable(i, nbytes), 1)
 
     def view(self, task: str | None = None) -> dict[str, Any]:
         """Plain data for the page: every task, the curves and configs of `task` (None: all)."""
@@ -517,12 +517,11 @@ def _esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-TASK_COLUMNS = [("task", "task", 330), ("trials", "trials", 90), ("errors", "errors", 90),
+TASK_COLUMNS = [("task", "task", 330), ("trials", "trials", 90), ("best", "best (re-timed first)", 150),
+                ("unit", "unit", 100), ("limit_pct", "% of limit", 110), ("errors", "errors", 90),
                 ("error_kinds", "error kinds", 200), ("noisy", "noisy", 90), ("retimed", "re-timed", 100),
-                ("not_usable", "not usable", 110), ("best", "best (re-timed first)", 150), ("unit", "unit", 100),
-                ("limit_pct", "% of limit", 110),
-                ("elapsed_s", "elapsed s", 110), ("strategies", "strategies", 150), ("logs", "logs", 150),
-                ("best_config", "best config", 400)]
+                ("not_usable", "not usable", 110), ("elapsed_s", "elapsed s", 110), ("strategies", "strategies", 150),
+                ("logs", "logs", 150), ("best_config", "best config", 400)]
 CONFIG_COLUMNS = [("log", "log", 110), ("task", "task", 300), ("trial", "trial", 85), ("time_s", "time s", 95),
                   ("speed", "speed", 100), ("unit", "unit", 95), ("ms", "ms", 95), ("error", "error", 140),
                   ("noisy", "noisy", 90), ("kind", "kind", 110), ("strategy", "strategy", 120),
