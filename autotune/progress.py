@@ -141,24 +141,26 @@ class TuneProgress(PeriodicLines):
         elif self.mode == "lines":
             self._write(f"{self._name()}: {text}")
 
-    def finish(self, best_seconds: float, retimed: int = 0) -> None:
+    def finish(self, best_seconds: float, retimed: int = 0, share: float | None = None) -> None:
         """The run named its best. Plain lines: a closing line says how many trials, errors and
-        seconds, and the best (with why it differs from the search's, if it does). A bar: one line
-        only when the best differs from the bar's. Both are written on exit."""
+        seconds, and the best (with its share of the machine's limit where `share` is known, and
+        why it differs from the search's, if it does). A bar: one line only when the best differs
+        from the bar's. Both are written on exit."""
         self.phase = ""
         named = self._speed(best_seconds) if math.isfinite(best_seconds) else None
+        limit = f"{100 * share:.0f}% of the limit" if share is not None else None
         said = self._speed(self.best).split()[0] if self.best < float("inf") else None
         why = None  # why the named best differs from the search's
         if named is not None and named.split()[0] != said:
             why = ("after re-timing the finalists" + (f" (the search's timing said {said})" if said else "") if retimed
                    else "a measurement resumed from the log" + (f" (this run's best: {said})" if said else ""))
         if self.mode == "lines":
-            best = (f"best {named} ({best_seconds * 1e6:.1f} us)" + (f" {why}" if why else "")
-                    if named is not None else "no successful trial")
+            best = (f"best {named} ({best_seconds * 1e6:.1f} us{f', {limit}' if limit else ''})"
+                    + (f" {why}" if why else "") if named is not None else "no successful trial")
             self.final = (f"finished {self.done} trial{'s' * (self.done != 1)} ({self.errors} error"
                           f"{'s' * (self.errors != 1)}, {time.monotonic() - self._t0:.1f} s): {best}")
         elif why is not None:
-            self.final = f"best {named} {why}"
+            self.final = f"best {named}{f' ({limit})' if limit else ''} {why}"
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

@@ -114,10 +114,13 @@ def task_intensity(task: Any) -> float:
 
 
 def task_roof(task: Any) -> tuple[float, float] | None:
-    """(intensity, bytes moved) of a task whose speed a roofline bounds: GFLOP/s of a float32 or
-    float64 kernel with a flop count; None for any other (a hand-written kernel's calls/s)."""
+    """(intensity, bytes moved) of a task whose speed this machine's roofline bounds: GFLOP/s of a
+    float32 or float64 CPU kernel with a flop count; None for any other (a hand-written kernel's
+    calls/s, a TPU emulator's kernel)."""
+    if task.template.backend != "cpu" or task.template.metric != "GFLOP/s" or task.dtype not in DTYPES:
+        return None
     flops = task.flops()
-    if task.template.metric != "GFLOP/s" or task.dtype not in DTYPES or flops <= 0:
+    if flops <= 0:
         return None
     nbytes = task_bytes(task)
     i = intensity(flops, nbytes)

@@ -89,6 +89,35 @@ def test_the_same_best_closes_with_the_plain_summary_and_a_disabled_progress_say
     assert quiet.getvalue() == ""
 
 
+def test_the_closing_line_gives_the_bests_share_of_the_limit_when_known() -> None:
+    stream = TimedStream()
+    with TuneProgress(_Task(), 1, options=ProgressOptions(interval_s=60, stream=stream)) as p:
+        p.update(None, [1], [MeasureResult((1.0 / 129.8,))])
+        p.finish(1.0 / 129.8, share=0.274)
+    assert stream.getvalue().splitlines()[-1].endswith("best 129.8 GFLOP/s (7704.2 us, 27% of the limit)")
+
+
+def test_a_tuned_kernels_share_of_the_limit_comes_from_the_cached_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tuning.limit_share: the roofline of `bench` and `report` with the peak measured before; None
+    without a cached peak (the probe never runs at the end of a tuning run)."""
+    from autotune.measure import peak as peak_module
+    from autotune.measure.peak import Peak, task_bytes, task_intensity
+    from autotune.target import cpu_model, current
+    from autotune.task import Task
+    from autotune.tuning import limit_share
+    task = Task.create("matmul", "64x64x64", threads=1)
+    peak = Peak(cpu=cpu_model(), isa=current().isa, dtype="float32", threads=1, gflops=100.0, read_gbps=10.0,
+                l3_gbps=30.0, l3_bytes=32 << 20, l2_gbps=60.0, l2_bytes=1 << 20)
+    monkeypatch.setattr(peak_module, "cached_peak", lambda dtype, threads: peak)
+    seconds = task.flops() / 20e9  # 20 GFLOP/s
+    assert limit_share(task, seconds) == pytest.approx(20.0 / peak.attainable(task_intensity(task), task_bytes(task)))
+    assert limit_share(task, float("inf")) is None
+    tpu = Task.create("tpu_matmul", "1024x1024x1024", threads=1)  # the TPU emulator's: no CPU roofline
+    assert peak_module.task_roof(tpu) is None and limit_share(tpu, 1e-3) is None
+    monkeypatch.setattr(peak_module, "cached_peak", lambda dtype, threads: None)
+    assert limit_share(task, seconds) is None
+
+
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
 def test_the_interval_is_a_checked_option(bad: float) -> None:
     with pytest.raises(AutotuneError, match="interval_s must be a finite number of seconds > 0"):
