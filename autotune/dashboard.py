@@ -455,7 +455,7 @@ class Board:
         peak = self._peaks[(dtype, threads)]
         if peak is None:
             return None
-        return round(100 * self._flops[t.key] / t.best / 1e9 / peak.attainable(i, nbytes), 1)
+        return round(100 * peak.share(self._flops[t.key] / t.best / 1e9, i, nbytes), 1)
 
     def view(self, task: str | None = None) -> dict[str, Any]:
         """Plain data for the page: every task, the curves and configs of `task` (None: all)."""

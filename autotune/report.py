@@ -232,7 +232,7 @@ def roofline_points(records: Sequence[Record], peak_of: Callable[[str, int], Any
 
 def best_shares(records: Sequence[Record], peak_of: Callable[[str, int], Any]) -> dict[str, float]:
     """Task key -> its best kernel's share of this machine's roofline (see roofline_points)."""
-    return {key: gflops / peak.attainable(i, nbytes) for key, i, gflops, peak, nbytes in roofline_points(records, peak_of)}
+    return {key: peak.share(gflops, i, nbytes) for key, i, gflops, peak, nbytes in roofline_points(records, peak_of)}
 
 
 def plot(records: Sequence[Record], path: str, peak_of: Callable[[str, int], Any] | None = None) -> Any:

@@ -192,7 +192,7 @@ def limit_share(task: Task, seconds: float) -> float | None:
     if roof is None or peak is None:
         return None
     i, nbytes = roof
-    return task.flops() / seconds / 1e9 / peak.attainable(i, nbytes)
+    return peak.share(task.flops() / seconds / 1e9, i, nbytes)
 
 
 class NoValidConfig(AutotuneError):
