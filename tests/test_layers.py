@@ -46,7 +46,8 @@ LAYERS: dict[str, int] = {
 }
 # the assembly point and the entry points pick runners: the only engine modules that import measure/
 MAY_IMPORT_MEASURE = ("autotune.tuning", "autotune.bench", "autotune.distributed", "autotune.cli",
-                      "autotune.report")  # report: the roofline panel and column (measure.peak)
+                      "autotune.report",  # report: the roofline panel and column (measure.peak)
+                      "autotune.dashboard")  # the dashboard: its share-of-the-limit column (measure.peak)
 # experiments (measure/experiments) may use everything: they sit on top
 TOP = ("autotune.measure.experiments",)
 
