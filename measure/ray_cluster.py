@@ -7,9 +7,35 @@ same autotune, Ray and Python as this driver. Ray is the optional [ray] extra.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import socket
+from typing import Iterator
 
 from autotune.errors import AutotuneError, install_hint
+
+# Ray's notice, on every start of a new local cluster (and on joining one with a token on this
+# machine), that token authentication is on (its default, which autotune keeps): the logger it
+# comes from, and how it begins
+TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+class _WithoutTokenNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(TOKEN_NOTICE)
+
+
+@contextlib.contextmanager
+def without_token_notice() -> Iterator[None]:
+    """Ray's token-authentication notice left out of the output while autotune starts or joins a Ray
+    (the authentication itself stays on; every other message of Ray's passes)."""
+    log, notice = logging.getLogger(TOKEN_NOTICE_LOGGER), _WithoutTokenNotice()
+    log.addFilter(notice)
+    try:
+        yield
+    finally:
+        log.removeFilter(notice)
 
 
 class ClusterError(AutotuneError, RuntimeError):
@@ -40,12 +66,13 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):  # type
     from autotune.environment import ray_runtime_env
     env = ray_runtime_env()
     try:
-        if address is None:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                     runtime_env=env)
-        else:
-            _reachable(address)
-            ray.init(address=address, log_to_driver=False, runtime_env=env)
+        with without_token_notice():
+            if address is None:
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                         runtime_env=env)
+            else:
+                _reachable(address)
+                ray.init(address=address, log_to_driver=False, runtime_env=env)
     except ClusterError:
         raise
     except Exception as e:  # Ray raises ConnectionError, RuntimeError("Version mismatch ...") and others
