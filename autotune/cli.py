@@ -320,7 +320,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.display import readable_key
     from autotune.retime import busy_note
-    from autotune.tuning import NoValidConfig, limit_share, no_valid_config, tune
+    from autotune.tuning import NoValidConfig, no_valid_config, tune
     task = _task(args)
     try:
         result = tune(op=task, trials=args.trials, log=args.log, strategy=args.strategy, cost_model=args.cost_model,
@@ -332,8 +332,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     unit = task.template.metric
     twins = f", {result.duplicates} not measured: the same kernel as one measured" if result.duplicates else ""
     finals = f"; {result.retimed} finalists timed again in alternating rounds" if result.retimed else ""
-    share = limit_share(task, result.best_seconds) if args.runner in (None, "local") else None
-    limit = f" ({100 * share:.0f}% of the limit)" if share is not None else ""
+    limit = f" ({100 * result.share:.0f}% of the limit)" if result.share is not None else ""
     print(f"{readable_key(task.key())}: best {result.best_gflops:.1f} {unit}{limit} after {result.measured} new trials "
           f"({result.resumed} resumed from the log, {result.errors} failed{twins}) in {result.wall_seconds:.1f} s"
           f"{finals}")

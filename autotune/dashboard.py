@@ -502,12 +502,10 @@ def _roof_of(task: Any) -> tuple[str, int, float, float] | None:
 
 
 def _cached_peak(dtype: str, threads: int) -> Any:
-    """This machine's peak from measure.peak's cache (never measured here), or None."""
+    """This machine's peak from measure.peak's cache (never measured here; a damaged cache reads as
+    empty), or None. Imported on first use: `import autotune` stays light."""
     from autotune.measure.peak import cached_peak
-    try:
-        return cached_peak(dtype, threads)
-    except Exception:  # noqa: BLE001 - a damaged cache: no share shown
-        return None
+    return cached_peak(dtype, threads)
 
 
 # ---- the page (Dash) ----------------------------------------------------------------------------

@@ -107,6 +107,7 @@ class TuneResult:
     timed: int = 0           # timings this run made: successful measurements and finalists' re-timings
     noisy: int = 0           # of those, the ones taken while the machine was busy (MeasureResult.noisy)
     retimed: int = 0         # finalists re-timed at the end of the run
+    share: float | None = None  # the best's share of this machine's limit, where measured here (autotune.tuning)
 
     @property
     def best_gflops(self) -> float:

@@ -169,8 +169,9 @@ def tune(*, op: str | Any, shape: str | Sequence[int] | Mapping[str, int] | None
                       initial=task.presets() if presets else (), on_retime=bar.retiming)
         result = tuner.run(TuneOptions(trials=trials, timeout_s=timeout_s, early_stopping=early_stopping, batch=batch,
                                        finalists=finalists))
-        local = runner is None or runner == "local"  # measured here: this machine's limit applies
-        bar.finish(result.best_seconds, result.retimed, share=limit_share(task, result.best_seconds) if local else None)
+        if runner is None or runner == "local":  # measured here: this machine's limit applies
+            result.share = limit_share(task, result.best_seconds)
+        bar.finish(result.best_seconds, result.retimed, share=result.share)
     result.failures = failures.by_kind
     if result.best_config is None:
         raise NoValidConfig(result)
@@ -181,14 +182,9 @@ def limit_share(task: Task, seconds: float) -> float | None:
     """A kernel's share of this machine's limit (the roofline `bench` and `report` use) from the
     peak measured before (measure.peak's cache; never measured here), or None: no roofline for the
     task, no cached peak, no finite time."""
-    if not (math.isfinite(seconds) and seconds > 0):
-        return None
     from autotune.measure.peak import cached_peak, task_roof
-    try:
-        roof = task_roof(task)
-        peak = cached_peak(task.dtype, task.threads) if roof is not None else None
-    except Exception:  # noqa: BLE001 - a damaged peak cache or a task without a flop count: no share
-        return None
+    roof = task_roof(task) if math.isfinite(seconds) and seconds > 0 else None
+    peak = cached_peak(task.dtype, task.threads) if roof is not None else None  # a damaged cache reads as empty
     if roof is None or peak is None:
         return None
     i, nbytes = roof

@@ -117,10 +117,8 @@ def task_roof(task: Any) -> tuple[float, float] | None:
     """(intensity, bytes moved) of a task whose speed this machine's roofline bounds: GFLOP/s of a
     float32 or float64 CPU kernel with a flop count; None for any other (a hand-written kernel's
     calls/s, a TPU emulator's kernel)."""
-    if task.template.backend != "cpu" or task.template.metric != "GFLOP/s" or task.dtype not in DTYPES:
-        return None
-    flops = task.flops()
-    if flops <= 0:
+    flops = task.flops()  # first: 0 for a hand-written kernel, which has no template to ask
+    if flops <= 0 or task.template.backend != "cpu" or task.template.metric != "GFLOP/s" or task.dtype not in DTYPES:
         return None
     nbytes = task_bytes(task)
     i = intensity(flops, nbytes)

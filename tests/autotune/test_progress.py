@@ -114,6 +114,13 @@ def test_a_tuned_kernels_share_of_the_limit_comes_from_the_cached_peak(monkeypat
     assert limit_share(task, float("inf")) is None
     tpu = Task.create("tpu_matmul", "1024x1024x1024", threads=1)  # the TPU emulator's: no CPU roofline
     assert peak_module.task_roof(tpu) is None and limit_share(tpu, 1e-3) is None
+    from autotune.codegen.handwritten import check_spec
+    from autotune.task import NumbaTask
+    hand = NumbaTask.of(check_spec({  # a hand-written kernel: calls/s, and no template to ask
+        "name": "f", "source": "def f(x):\n    x[0] = C\n", "globals": {}, "constants": ["C"],
+        "args": [{"name": "x", "array": {"shape": [4], "dtype": "float64"}}], "key": ["x"], "outputs": None,
+        "restore": [], "zero": [], "fastmath": False, "rtol": None}), threads=1)
+    assert peak_module.task_roof(hand) is None and limit_share(hand, 1e-3) is None
     monkeypatch.setattr(peak_module, "cached_peak", lambda dtype, threads: None)
     assert limit_share(task, seconds) is None
 
