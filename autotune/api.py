@@ -23,10 +23,13 @@ argument, what it needs and how to fix it. Inputs of any strides are copied to C
 
 NaN and Inf: the kernels are compiled with fast-math flags that assume finite values (nnan,
 ninf), so on a NaN or Inf they may answer anything (a max that drops the NaN). With
-check_finite=True (the default) every call first checks its inputs (np.isfinite: about one read
-of each input); a call whose inputs hold NaN or Inf is computed by the op's NumPy reference
-instead, with a RuntimeWarning: the answer is NumPy's. check_finite=False skips the check (the
-kernel then assumes finite inputs). Zeros: -0.0 and 0.0 compare equal, but the sign of a zero in
+check_finite=True (the default) every call first checks its inputs (one read of each); a call
+whose inputs hold NaN or Inf is computed by the op's NumPy reference instead, with a
+RuntimeWarning: the answer is NumPy's. A kernel made of sums and products only (matmul,
+convolutions; autotune.ir.nonfinite) is compiled without nnan and ninf and checks its output
+after the run instead (NaN or Inf there: an input's, or an overflow, and NumPy answers), which
+reads less than its inputs. check_finite=False skips the check (the kernel then assumes finite
+inputs). Zeros: -0.0 and 0.0 compare equal, but the sign of a zero in
 the output may differ from NumPy's (nsz). Per operator: the table in templates/__init__.py.
 
     >>> mm = autotune.op("matmul", policy="default")                     # doctest: +SKIP
@@ -253,7 +256,7 @@ class TunedOp:
                 tuple(np.dtype(a.dtype.name) for a in arrays)) if entry is not None and contiguous else None
 
         def nonfinite(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray:
-            return by_reference(name, first_nonfinite(args, ins) or args[0], task.reference, ins, out, stacklevel=5)
+            return by_reference(name, first_nonfinite(args, ins), task.reference, ins, out, stacklevel=5)
 
         def call(arrays: tuple[np.ndarray, ...], out: np.ndarray | None) -> np.ndarray:
             ins = arrays if contiguous else tuple(np.ascontiguousarray(a) for a in arrays)

@@ -91,7 +91,9 @@ class OpKernel(Kernel):
 
     A call whose inputs hold NaN or Inf is answered by `reference` (the op's NumPy reference, as a
     tuned op's is: the compiled code assumes finite values), with a RuntimeWarning; set
-    `check_finite = False` to skip the check. `bind` never checks (it is what the timer runs)."""
+    `check_finite = False` to skip the check. A kernel that checks_output runs first and is
+    answered so when its output holds NaN or Inf (an input's, or an overflow). `bind` never checks
+    (it is what the timer runs)."""
     arguments: tuple[Argument, ...] = ()
     order: tuple[int, ...] = ()
     op: str = ""
@@ -113,6 +115,12 @@ class OpKernel(Kernel):
         if self.check_finite and self.reference is not None:
             arrays = tuple(np.asarray(a) for a in arrays)
             self.select(arrays)
+            if self.checks_output:  # the kernel first; NaN or Inf in its output: an input's, or an overflow
+                result = super().__call__(*arrays, out=out)
+                if all_finite(result):
+                    return result
+                return by_reference(self.op, first_nonfinite(self.arguments, arrays), self.reference, arrays,
+                                    result, stacklevel=3)
             bad = first_nonfinite(self.arguments, arrays)
             if bad is not None:
                 if out is None:
@@ -160,13 +168,16 @@ def first_nonfinite(arguments: Sequence[Argument], arrays: Sequence[np.ndarray])
     return None
 
 
-def by_reference(op: str, bad: Argument, reference: Callable[[Sequence[np.ndarray]], np.ndarray],
+def by_reference(op: str, bad: Argument | None, reference: Callable[[Sequence[np.ndarray]], np.ndarray],
                  arrays: Sequence[np.ndarray], out: np.ndarray, stacklevel: int = 4) -> np.ndarray:
-    """Answer a call whose input `bad` holds NaN or Inf with the op's NumPy reference, into out,
-    and say so (a RuntimeWarning at the caller's call, `stacklevel` frames up)."""
-    warnings.warn(f"autotune: {op}: input {bad.name} holds NaN or Inf, so this call ran the NumPy reference (slower) "
-                  "instead of the kernel, which is compiled for finite values (fast-math nnan/ninf); "
-                  "check_finite=False skips this check", RuntimeWarning, stacklevel=stacklevel)
+    """Answer a call whose input `bad` holds NaN or Inf (None: whose finite inputs gave the
+    kernel a NaN or Inf output) with the op's NumPy reference, into out, and say so (a
+    RuntimeWarning at the caller's call, `stacklevel` frames up)."""
+    why = f"input {bad.name} holds NaN or Inf" if bad is not None else \
+        "the kernel's output held NaN or Inf (an overflow) though no input did"
+    warnings.warn(f"autotune: {op}: {why}, so this call's answer is the NumPy reference's (slower): the kernel's "
+                  "fast-math code may place NaN and Inf where NumPy does not; check_finite=False skips this check",
+                  RuntimeWarning, stacklevel=stacklevel)
     with np.errstate(all="ignore"):
         out[...] = np.asarray(reference(arrays)).reshape(out.shape)
     return out

@@ -9,9 +9,12 @@ Example::
 NaN, Inf and signed zero. Kernels are compiled with fast-math flags that let LLVM assume no NaN
 or Inf and ignore the sign of zero (nnan, ninf, nsz; autotune.environment.FASTMATH). So a tuned
 op (autotune.op) and a kernel of Task.build or autotune.load_best check every call's inputs
-(np.isfinite, check_finite on by default) and answer a call whose inputs hold NaN or +-Inf with the
+(check_finite on by default) and answer a call whose inputs hold NaN or +-Inf with the
 operator's NumPy reference, with a RuntimeWarning: for NaN and Inf inputs every operator below
-gives exactly NumPy's answer. -0.0 inputs go to the kernel: its values equal NumPy's (-0.0 ==
+gives exactly NumPy's answer. matmul, batch_matmul, conv2d and depthwise_conv2d (sums and
+products only: autotune.ir.nonfinite) compile without nnan and ninf and check their output after
+the run instead: a NaN or Inf input leaves NaN or Inf there, and so does an overflow, and both
+calls are answered by NumPy. -0.0 inputs go to the kernel: its values equal NumPy's (-0.0 ==
 0.0), the sign of a zero may not. tests/templates/test_nonfinite.py pins both for every template
 and for definitions (te.sum, te.max_reduce, elementwise).
 

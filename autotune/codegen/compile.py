@@ -52,7 +52,7 @@ import numba  # noqa: E402  (after configure_numba on purpose)
 from numba.core.caching import UserProvidedCacheLocator  # noqa: E402
 
 from autotune.codegen.runtime import RUNTIME_VERSION  # noqa: E402
-from autotune.codegen.source import generate_sources, scratch, source_hash  # noqa: E402
+from autotune.codegen.source import fastmath_flags, generate_sources, scratch, source_hash  # noqa: E402
 from autotune.codegen.finite import parallel_finite_check  # noqa: E402
 from autotune.codegen.invoke import OVERLAP, RAN, STRIDED, invoker_for  # noqa: E402
 from autotune.codegen.team import entry_for, team_for  # noqa: E402
@@ -182,7 +182,9 @@ class Kernel:
     views: the caller's shapes of the inputs and the output (in that order) when the definition
     computes on other shapes of the same C-ordered elements (a flat view of an image); () when
     they are the definition's own. main and prologue are the compiled Numba functions, which have
-    no Python wrappers: Python calls them through `autotune.codegen.invoke`.
+    no Python wrappers: Python calls them through `autotune.codegen.invoke`. checks_output: compiled
+    without nnan and ninf, its output holds NaN or Inf wherever a value it read does
+    (autotune.ir.nonfinite), so a checked call looks at its output after the run, not at its inputs.
     """
     nest: LoopNest
     source: str
@@ -192,6 +194,7 @@ class Kernel:
     compile_seconds: float
     threads: int = 1
     views: tuple[tuple[int, ...], ...] = ()
+    checks_output: bool = False
 
     def __post_init__(self) -> None:
         tensors = [*self.nest.inputs, self.nest.output]
@@ -274,8 +277,9 @@ class Kernel:
         """A reusable call `run(inputs, out)` with the intermediates and scratch allocated once: the
         fast path of a tuned op. Unchecked: inputs must be C-contiguous arrays of the declared
         shapes and dtypes, out one of the output's. Not for two threads at once (shared scratch).
-        check_finite: `run` returns None, without running the kernel, when an input holds NaN or
-        ±Inf (checked in the same compiled call as the kernel's where the kernel runs on one thread)."""
+        check_finite: `run` returns None when an input holds NaN or ±Inf: without running the kernel,
+        or, where it checks_output, after it ran and its output held NaN or ±Inf (an input's or an
+        overflow). Checked in the same compiled call as the kernel's where it runs on one thread."""
         return self.prepared(check_finite=check_finite)[0]
 
     def prepared(self, *, check_finite: bool = False) -> tuple[Run, Entry | None]:
@@ -284,8 +288,9 @@ class Kernel:
         on one thread and takes the arrays as they are (no views); None otherwise. `rest` are run's
         own intermediates and scratch. `call(ins, (out,) + rest)` returns autotune.codegen.invoke's
         RAN, or, running nothing, OVERLAP when out shares memory with an input, STRIDED when an
-        input is not C-contiguous and (checked) NONFINITE when an input holds NaN or ±Inf. Inputs
-        (their dtype and dimensions) and out otherwise unchecked, as for run."""
+        input is not C-contiguous and (checked) NONFINITE when an input holds NaN or ±Inf (when
+        the output does, after the run, where the kernel checks_output). Inputs (their dtype and
+        dimensions) and out otherwise unchecked, as for run."""
         shapes = [t.shape for t in self.nest.inputs] if self.views else []  # the caller's arrays, reshaped
         oshape = self.nest.output.shape
 
@@ -297,7 +302,8 @@ class Kernel:
         if ext is None:
             rest = (*inter, *scratch_of(self.nest.main))  # after the inputs and the output
             n = len(self.nest.inputs)
-            call = main.checked(n) if check_finite else main.apart(n)
+            call = main.apart(n) if not check_finite else main.checked_output(n) if self.checks_output \
+                else main.checked(n)
 
             def run(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
                 if shapes:
@@ -315,11 +321,16 @@ class Kernel:
         grain = max(1, ext // (8 * nthreads))
         per_thread = [scratch_of(self.nest.main) for _ in range(nthreads)]
 
-        checks = [(i, c) for i, t in enumerate(self.nest.inputs)
-                  if (c := parallel_finite_check(np.dtype(t.dtype), nthreads)) is not None] if check_finite else []
+        before: list[tuple[int, Callable[[np.ndarray], bool]]] = []  # the inputs' checks, before the run
+        after = None  # the output's, after it
+        if check_finite and self.checks_output:
+            after = parallel_finite_check(np.dtype(self.nest.output.dtype), nthreads)
+        elif check_finite:
+            before = [(i, c) for i, t in enumerate(self.nest.inputs)
+                      if (c := parallel_finite_check(np.dtype(t.dtype), nthreads)) is not None]
 
         def run_parallel(ins: tuple[np.ndarray, ...], out: np.ndarray) -> np.ndarray | None:
-            if checks and not all(c(ins[i]) for i, c in checks):
+            if before and not all(c(ins[i]) for i, c in before):
                 return None
             if shapes:
                 head = tuple(a.reshape(sh) for a, sh in zip(ins, shapes)) + (out.reshape(oshape),) + inter
@@ -331,6 +342,8 @@ class Kernel:
                 main(*head, *per_thread[0], 0, ext)
             else:
                 team_for(nthreads).run(self.main, [head + s for s in per_thread], ext, grain)
+            if after is not None and not after(out):
+                return None
             return out
         return run_parallel, None
 
@@ -348,6 +361,7 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     t0 = time.thread_time()
     nest = lower(sched)
     source, modules = generate_sources(sched, nest, reassoc=reassoc, noalias=noalias)
+    checks_output = "nnan" not in fastmath_flags(nest, reassoc)
     loaded = {name: load_module(text, cache_dir) for name, text in modules.items()}
     mod, path = loaded["kernel"]
     prologue = loaded["prologue"][0].prologue if "prologue" in loaded else None
@@ -360,4 +374,4 @@ def build(sched: Schedule, *, threads: int | None = None, reassoc: bool = False,
     caller = tuple(map(tuple, views))
     own = tuple(t.shape for t in (*nest.inputs, nest.output))
     return Kernel(nest, source, path, mod.kernel, prologue, time.thread_time() - t0, threads,
-                  caller if caller != own else ())
+                  caller if caller != own else (), checks_output)

@@ -101,7 +101,7 @@ def finite_chunks(dtype: str) -> Any:
     return healing_njit(f"void({dtype}[::1], uint8[::1], int64, int64)", nogil=True, cache=True)(_finite_chunks)
 
 
-RAN, NONFINITE, OVERLAP, STRIDED = 0, 1, 2, 3  # what a call into an output did (Invoker.checked, Invoker.apart)
+RAN, NONFINITE, OVERLAP, STRIDED = 0, 1, 2, 3  # what a call into an output did (Invoker.checked and others)
 
 
 @healing_njit(nogil=True, cache=True)
@@ -133,11 +133,20 @@ def _overlaps(inputs, out):  # type: ignore[no-untyped-def]
 
 
 @healing_njit(nogil=True, cache=True)
-def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
+def _refused(inputs, out):  # type: ignore[no-untyped-def]
+    """STRIDED or OVERLAP when a call of `inputs` into `out` must not run; RAN when it may."""
     if _strided(inputs):
         return STRIDED
-    if _overlaps(inputs, rest[0]):
+    if _overlaps(inputs, out):
         return OVERLAP
+    return RAN
+
+
+@healing_njit(nogil=True, cache=True)
+def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
+    refused = _refused(inputs, rest[0])
+    if refused != RAN:
+        return refused
     ok = True
     for a in literal_unroll(inputs):
         ok = ok and finite(a)
@@ -148,11 +157,19 @@ def _invoke_checked(address, inputs, rest):  # type: ignore[no-untyped-def]
 
 
 @healing_njit(nogil=True, cache=True)
+def _invoke_checked_output(address, inputs, rest):  # type: ignore[no-untyped-def]
+    refused = _refused(inputs, rest[0])
+    if refused != RAN:
+        return refused
+    _call_at(address, inputs + rest)
+    return RAN if finite(rest[0]) else NONFINITE
+
+
+@healing_njit(nogil=True, cache=True)
 def _invoke_apart(address, inputs, rest):  # type: ignore[no-untyped-def]
-    if _strided(inputs):
-        return STRIDED
-    if _overlaps(inputs, rest[0]):
-        return OVERLAP
+    refused = _refused(inputs, rest[0])
+    if refused != RAN:
+        return refused
     _call_at(address, inputs + rest)
     return RAN
 
@@ -185,6 +202,12 @@ class Invoker:
         every array of the compiled function's dtype and number of dimensions (the caller checks:
         the compiled entry does not)."""
         return self._into(n_inputs, _invoke_checked)
+
+    def checked_output(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
+        """checked() for a function whose output shows every NaN and Inf of its inputs
+        (autotune.ir.nonfinite): it runs first, then NONFINITE says its output holds NaN or ±Inf
+        (an input's, or an overflow); RAN otherwise. OVERLAP and STRIDED run nothing, as there."""
+        return self._into(n_inputs, _invoke_checked_output)
 
     def apart(self, n_inputs: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], int]:
         """checked() without the inputs' NaN/Inf check: RAN, or OVERLAP or STRIDED running nothing."""

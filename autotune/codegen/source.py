@@ -27,6 +27,7 @@ from autotune.environment import FASTMATH
 from autotune.ir import expr as te
 from autotune.ir.affine import simplify
 from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var, promote
+from autotune.ir.nonfinite import shows_nonfinite
 from autotune.ir.stmt import Comment, For, Function, If, LoopNest, Seq, Stmt, Store, StreamRow
 from autotune.schedule.lower import lower, map_exprs
 from autotune.schedule.schedule import Schedule
@@ -334,10 +335,20 @@ def _header(helpers: set[str], consts: dict[str, str]) -> list[str]:
             ""] + [f"{k} = {v}" for k, v in consts.items()] + ["", ""]
 
 
+def fastmath_flags(nest: LoopNest, reassoc: bool) -> tuple[str, ...]:
+    """The fast-math flags of a nest's functions: FASTMATH (and reassoc when asked), without nnan
+    and ninf where no reassoc is asked and the nest's output shows every NaN and Inf of its inputs
+    (autotune.ir.nonfinite): a call of such a kernel checks its output after the run instead of
+    its inputs before (Kernel.checks_output)."""
+    if not reassoc and shows_nonfinite(nest):
+        return tuple(f for f in FASTMATH if f not in ("nnan", "ninf"))
+    return FASTMATH + (("reassoc",) if reassoc else ())
+
+
 def _printed(nest: LoopNest, reassoc: bool, noalias: bool) -> list[tuple[str, Printer, list[str]]]:
     """(name, printer, lines) of each function of a nest, prologue first. Each function has its
     own printer (its constants and helpers only); the nest's tensors are named first, the same in each."""
-    fastmath = FASTMATH + (("reassoc",) if reassoc else ())
+    fastmath = fastmath_flags(nest, reassoc)
     out = []
     for name, fn in (("prologue", nest.prologue), ("kernel", nest.main)):
         if fn is None:

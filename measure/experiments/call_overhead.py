@@ -1,9 +1,12 @@
 """call-overhead: microseconds per call of the bare compiled kernel, the same kernel through a
-tuned op (`autotune.op`, with and without out=, and without its NaN/Inf check of the inputs,
-check_finite=False) and NumPy, on a 96^3 matmul and a 1024-element elementwise op (median of
---calls single calls each, under the machine's timing lock).
+tuned op (`autotune.op`, with and without out=, and without its NaN/Inf check, check_finite=False:
+of the inputs before the run, or of the output after it where the kernel checks_output) and NumPy, on a 96^3 matmul and a 1024-element elementwise op (median of
+--calls single calls each, under the machine's timing lock). --large: instead, calls whose check
+matters (a matrix-vector product, a 1x1 convolution, a 512^3 matmul, on 2 threads): the bound
+kernel, the tuned op and the op without its check (both with out=), median of --calls calls.
 
-    python -m autotune.measure.experiments call-overhead --calls 10000
+    python -m autotune.measure.experiments call-overhead --calls 20000
+    python -m autotune.measure.experiments call-overhead --large --calls 300
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import numpy as np
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calls", type=int, default=10000, help="calls timed one by one for each median")
+    p.add_argument("--large", action="store_true", help="time large calls on 2 threads instead (see the docstring)")
 
 
 def _median_us(fn: Callable[[], object], calls: int) -> float:
@@ -31,8 +35,44 @@ def _median_us(fn: Callable[[], object], calls: int) -> float:
     return statistics.median(samples) / 1e3
 
 
+def _large(calls: int) -> dict:
+    import warnings
+
+    import autotune
+    from autotune.environment import settings
+    from autotune.timing_lock import TimingLock, lock_path
+
+    rng = np.random.default_rng(0)
+    cases = [("matrix-vector 1x4096x4096", "matmul", ((1, 4096), (4096, 4096))),
+             ("conv2d 1x1 1x256x56x56 -> 64 (pad 1)", "conv2d", ((1, 256, 56, 56), (64, 256, 1, 1))),
+             ("matmul 512^3", "matmul", ((512, 512), (512, 512)))]
+    rows = []
+    print("| call | bare kernel | tuned op, out= | tuned op, out=, check_finite=False | its check |")
+    print("|---|---|---|---|---|")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "running a default schedule": intended here
+        for name, template, shapes in cases:
+            ins = tuple(rng.random(sh, np.float32) for sh in shapes)
+            op = autotune.op(template, policy="default", threads=2)
+            op(*ins)
+            unchecked = op.configure(check_finite=False)
+            unchecked(*ins)
+            bare = op.kernel_for(*ins).bind(*ins)
+            with TimingLock(lock_path(settings().cache_dir)):
+                out = op(*ins)  # into one output: a fresh one's allocation and page faults vary from call to call
+                r = {"call": name, "bare_us": _median_us(bare, calls),
+                     "op_us": _median_us(lambda: op(*ins, out=out), calls),
+                     "unchecked_us": _median_us(lambda: unchecked(*ins, out=out), calls)}
+            rows.append(r)
+            print(f"| {name} | {r['bare_us']:.1f} µs | {r['op_us']:.1f} µs | {r['unchecked_us']:.1f} µs | "
+                  f"{r['op_us'] - r['unchecked_us']:.1f} µs |", flush=True)
+    return {"calls": calls, "large": rows}
+
+
 def run(args: argparse.Namespace) -> dict:
     """Time each way of calling both ops; print a Markdown table; return the rows."""
+    if args.large:
+        return _large(args.calls)
     import autotune
     from autotune import te
     from autotune.environment import settings

@@ -1,7 +1,9 @@
 """NaN, Inf and -0.0 for every template and for definitions (issue 38, item 6e; the table in
 templates/__init__.py): kernels are compiled assuming finite values, so a call whose inputs hold
 NaN or Inf is answered by the NumPy reference, with a warning; -0.0 inputs give NumPy's values
-(a zero's sign may differ)."""
+(a zero's sign may differ). A kernel whose output shows every NaN and Inf of its inputs
+(autotune.ir.nonfinite) is compiled without nnan and ninf and checks its output after the run
+instead: the same answers, and an overflow of finite inputs answered by NumPy too."""
 from __future__ import annotations
 
 import inspect
@@ -118,3 +120,60 @@ def test_a_parallel_kernel_checks_its_inputs_too() -> None:
     with pytest.warns(RuntimeWarning, match="input B holds NaN or Inf"):
         got = _call(op, [A, B])
     np.testing.assert_array_equal(np.isnan(got), np.isnan(A @ B))
+
+
+# whose kernels check their output (+, - and * only, no reassoc), not their inputs
+CHECKS_OUTPUT = {"matmul", "batch_matmul", "conv2d", "depthwise_conv2d", "nf_elementwise"}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_kernels_of_products_and_sums_check_their_output(name: str) -> None:
+    op, _, ins = _op_and_inputs(name)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "autotune: no tuning record", RuntimeWarning)
+        k = op.kernel_for(*ins)
+    assert k.checks_output == (name in CHECKS_OUTPUT)
+    assert ("'nnan'" in k.source) == (not k.checks_output)  # compiled without nnan/ninf where it checks its output
+
+
+def test_an_input_that_no_output_reads_may_hold_nan() -> None:
+    """A 3x3 stride-2 window over 8 rows reads rows 0-6: a NaN in row 7 changes no output. A
+    convolution's kernel checks its output, so it answers (NumPy's answer: finite); pooling of the
+    same geometry checks its inputs and goes to the reference."""
+    conv = Task.create("conv2d", "1x3x8x8x4x3x3x2x0", threads=1)
+    pool = Task.create("pool2d", "1x3x8x8x3x3x2x0", threads=1)
+    X, W = conv.inputs(seed=1)
+    X[0, 1, 7, 2] = np.nan
+    k = conv.build(conv.default_config())
+    assert k.checks_output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = k(X, W)
+    np.testing.assert_allclose(got, conv.reference([X, W]), rtol=1e-4, atol=1e-4)
+    assert np.isfinite(got).all()
+    with pytest.warns(RuntimeWarning, match="pool2d: input X holds NaN or Inf"):
+        pool.build(pool.default_config())(X)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_overflow_of_finite_inputs_is_answered_by_numpy(threads: int) -> None:
+    """float32 products of 1e30 overflow: the kernel's output holds Inf though no input does. A
+    kernel that checks its output hands the call to the reference (the same Inf, and NaN where
+    NumPy has it), with a warning that names the overflow; on one thread and on a team."""
+    op = autotune.op("matmul", policy="default", threads=threads)
+    A = np.random.default_rng(0).uniform(-1, 1, (64, 48)).astype(np.float32)
+    B = np.random.default_rng(1).uniform(-1, 1, (48, 40)).astype(np.float32)
+    _call(op, [A, B])
+    assert op.kernel_for(A, B).checks_output
+    assert (op.kernel_for(A, B).nest.main.parallel_extent is not None) == (threads > 1)
+    A[3] = 1e30
+    B[:, 5] = -1e30
+    with np.errstate(over="ignore"):
+        want = A @ B
+    for out in (None, np.empty((64, 40), np.float32)):
+        with pytest.warns(RuntimeWarning, match="output held NaN or Inf .an overflow. though no input did"):
+            got = op(A, B, out=out)
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+        np.testing.assert_allclose(np.delete(got, 3, axis=0), np.delete(want, 3, axis=0), rtol=1e-4, atol=1e-4)
+        assert out is None or got is out

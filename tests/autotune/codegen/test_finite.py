@@ -64,6 +64,32 @@ def test_the_checked_trampoline_runs_the_kernel_only_on_finite_inputs():
     assert call((x, n, y), (out,)) == RAN and np.isfinite(out).all()
 
 
+def test_the_output_checked_trampoline_runs_the_kernel_then_looks_at_its_output():
+    """Invoker.checked_output: the kernel runs on any inputs; NONFINITE when its output then holds
+    NaN or Inf (an input's, or an overflow of finite ones), RAN otherwise; an overlapping output or
+    a strided input still runs nothing."""
+    import numba
+
+    from autotune.codegen.invoke import invoker_for
+
+    @numba.njit("void(float32[::1], float32[::1], float32[::1])", no_cpython_wrapper=True)
+    def mul(x, y, out):
+        for i in range(out.size):
+            out[i] = x[i] * y[i]
+    call = invoker_for(mul).checked_output(2)
+    x, y, out = np.full(5, 2.0, np.float32), np.full(5, 3.0, np.float32), np.zeros(5, np.float32)
+    assert call((x, y), (out,)) == RAN and (out == 6.0).all()
+    for bad in (np.nan, np.inf, -np.inf):
+        z = x.copy()
+        z[4] = bad
+        assert call((z, y), (out,)) == NONFINITE and out[:4].tolist() == [6.0] * 4  # it ran
+    big = np.full(5, 3e38, np.float32)
+    assert call((big, y), (out,)) == NONFINITE and np.isinf(out).all()  # finite inputs, an overflow
+    buf = np.zeros(10, np.float32)
+    assert call((buf[:5], y), (buf[2:7],)) == OVERLAP
+    assert call((np.zeros(10, np.float32)[::2], y), (out,)) == STRIDED
+
+
 def test_the_checked_trampoline_runs_nothing_on_an_output_that_overlaps_an_input():
     """Invoker.checked: an output sharing memory with an input (a tuned op's out=) is refused in the
     same compiled call; arrays side by side in one buffer are apart."""
