@@ -24,7 +24,7 @@ from autotune.schedule import Schedule
 from autotune.space import Config
 from autotune.codegen.options import CodegenOptions
 from autotune.templates.base import Shape, Template
-from autotune.templates.softmax import row_presets, row_space
+from autotune.templates.softmax import row_loop, row_presets, row_space
 
 EPS = 1e-5
 
@@ -61,6 +61,8 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
         s.parallel("y", "io")
     if cfg["stream"]:
         s.stream("y")
+    if cfg["prefetch"]:
+        s.prefetch("y", row_loop(rows), "x", cfg["prefetch"])
     return CodegenOptions(reassoc=True)
 
 

@@ -33,6 +33,8 @@ codegen's `reassoc` lets LLVM vectorize the row max and row sum.
 """
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import numpy as np
 
 from autotune.ir import te
@@ -121,7 +123,9 @@ def define(shape: Shape, dtype: str) -> te.Tensor:
 def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
     """Knobs of a row-wise operator (softmax, layernorm). stream: the output rows are written with
     non-temporal stores (autotune.codegen.stream), which pays off where the output is far larger
-    than the caches; offered for rows of a cache line or more that fit the stream's local buffer."""
+    than the caches; offered for rows of a cache line or more that fit the stream's local buffer.
+    prefetch: x's row that many rows ahead is prefetched after each row's first pass
+    (autotune.codegen.prefetch), so its memory traffic overlaps the row's other passes."""
     M, N = shape["M"], shape["N"]
     rows = sorted({r for r in (1, 2, 4, 8, 16) if r <= M} | {min(M, 16)})
     return ConfigSpace([
@@ -129,17 +133,32 @@ def row_space(shape: Shape, dtype: str, threads: int) -> ConfigSpace:
         ChoiceKnob("attach", ["block", "row"]),          # where the row statistics are computed
         ChoiceKnob("parallel", [True, False] if threads > 1 else [False]),
         ChoiceKnob("stream", [False, True] if streamable_row(N * ITEMSIZE[dtype]) else [False]),
-    ], added={"stream": False})  # logs from before "stream"
+        ChoiceKnob("prefetch", [0, 2, 4] if M > 1 else [0]),  # rows ahead of the row loop (steps.Prefetch)
+    ], prune=_prune_rows, added={"stream": False, "prefetch": 0})  # logs from before "stream" and "prefetch"
+
+
+def _prune_rows(cfg: Mapping[str, Any]) -> str | None:
+    if cfg["prefetch"] and cfg["attach"] == "block":
+        return "prefetch with attach 'block': a block's statistics read its rows before the row loop, which has no pass to overlap"
+    return None
+
+
+def row_loop(rows: int) -> str:
+    """The loop over single rows of a row-wise op's schedule split into blocks of `rows`: ii, or io
+    for blocks of one row (a split by 1 leaves no ii loop)."""
+    return "ii" if rows > 1 else "io"
 
 
 space = row_space
 
 
 def row_presets(shape: Shape, dtype: str, threads: int, target: Target | None = None) -> list[dict]:
-    """Blocks of 8 rows in parallel, the statistics per row; the output streamed first where
-    `worth_streaming` says so for the target's L3, then the same config the other way."""
+    """Blocks of 8 rows in parallel, the statistics per row, x prefetched 2 rows ahead; the output
+    streamed first where `worth_streaming` says so for the target's L3, then the same config the
+    other way."""
     sp = row_space(shape, dtype, threads)
-    base = {"rows": min(8, shape["M"]), "attach": "row", "parallel": threads > 1, "stream": False}
+    base = {"rows": min(8, shape["M"]), "attach": "row", "parallel": threads > 1, "stream": False,
+            "prefetch": max(sp.by_name["prefetch"].values()[:2])}
     if sp.by_name["stream"].values() == [False]:
         return [base]
     first = worth_streaming(shape["M"] * shape["N"] * ITEMSIZE[dtype], (target or current()).l3)
@@ -162,6 +181,8 @@ def schedule(s: Schedule, cfg: Config, shape: Shape, threads: int) -> CodegenOpt
         s.parallel("y", "io")
     if cfg["stream"]:
         s.stream("y")
+    if cfg["prefetch"]:
+        s.prefetch("y", row_loop(rows), "x", cfg["prefetch"])
     return CodegenOptions(reassoc=True)
 
 

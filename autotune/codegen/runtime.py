@@ -103,6 +103,38 @@ def stream_row(typingctx, dst, index, src, n, vector_bytes):  # type: ignore[no-
     return types.void(dst, index, src, n, vector_bytes), codegen
 
 
+@intrinsic(prefer_literal=True)
+def prefetch_row(typingctx, src, index, n, line_bytes):  # type: ignore[no-untyped-def]
+    """Prefetch src[index] and the n - 1 elements after it (its last index counting up) into every
+    cache level, one llvm.prefetch per line_bytes: a hint, never a fault, no value changed. n and
+    line_bytes must be literal integers. autotune.codegen.prefetch prints it.
+    """
+    if not (isinstance(n, types.IntegerLiteral) and isinstance(line_bytes, types.IntegerLiteral)
+            and isinstance(src, types.Array) and src.layout == "C" and isinstance(index, types.BaseTuple)
+            and len(index) == src.ndim and all(isinstance(t, types.Integer) for t in index)):
+        return None
+    count, line = n.literal_value, line_bytes.literal_value
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        aty, ity = sig.args[:2]
+        a = context.make_array(aty)(context, builder, args[0])
+        inds = [context.cast(builder, v, t, types.intp) for v, t in zip(cgutils.unpack_tuple(builder, args[1]), ity)]
+        p = cgutils.get_item_pointer2(context, builder, a.data, cgutils.unpack_tuple(builder, a.shape),
+                                      cgutils.unpack_tuple(builder, a.strides), "C", inds)
+        i8p = ir.IntType(8).as_pointer()
+        base = builder.bitcast(p, i8p)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fetch = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        nbytes = count * context.get_abi_sizeof(context.get_data_type(aty.dtype))
+        for off in range(0, nbytes, line):  # unrolled: a row is at most a few hundred lines
+            builder.call(fetch, [builder.gep(base, [ir.Constant(ir.IntType(64), off)]), ir.Constant(i32, 0),
+                                 ir.Constant(i32, 3), ir.Constant(i32, 1)])  # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return types.void(src, index, n, line_bytes), codegen
+
+
 @intrinsic
 def stream_fence(typingctx):  # type: ignore[no-untyped-def]
     """Orders the non-temporal stores before it: they are visible to every thread after it. On x86

@@ -22,13 +22,14 @@ import math
 import unicodedata
 
 from autotune.codegen.fuse import fuse_siblings
+from autotune.codegen.prefetch import prefetch_rows
 from autotune.codegen.stream import stream_rows
 from autotune.environment import FASTMATH
 from autotune.ir import expr as te
 from autotune.ir.affine import simplify
 from autotune.ir.expr import BinOp, Call, Cast, Cmp, Const, Expr, Load, Select, Tensor, Var, promote
 from autotune.ir.nonfinite import shows_nonfinite
-from autotune.ir.stmt import Comment, For, Function, If, LoopNest, Seq, Stmt, Store, StreamRow
+from autotune.ir.stmt import Comment, For, Function, If, LoopNest, PrefetchRow, Seq, Stmt, Store, StreamRow
 from autotune.schedule.lower import lower, map_exprs
 from autotune.schedule.schedule import Schedule
 
@@ -278,6 +279,10 @@ class Printer:
             self.helpers.add("stream_row")
             idx = "".join(f"{self.expr(i, 'int64')[0]}, " for i in s.indices)
             out.append(f"{pad}stream_row({self.name(s.buffer)}, ({idx.rstrip()}), {self.name(s.src)}, {s.extent}, {s.vector_bytes})")
+        elif isinstance(s, PrefetchRow):
+            self.helpers.add("prefetch_row")
+            idx = "".join(f"{self.expr(i, 'int64')[0]}, " for i in s.indices)
+            out.append(f"{pad}prefetch_row({self.name(s.tensor)}, ({idx.rstrip()}), {s.extent}, {s.line_bytes})")
         elif isinstance(s, Comment):
             out.append(f"{pad}# {s.text}")
         else:
@@ -302,7 +307,7 @@ def signature(fn: Function) -> str:
 
 
 def print_function(p: Printer, fn: Function, fastmath: tuple[str, ...], noalias: bool = False) -> list[str]:
-    fn = dataclasses.replace(fn, body=fuse_siblings(unroll(fn.body), reassoc="reassoc" in fastmath))
+    fn = prefetch_rows(dataclasses.replace(fn, body=fuse_siblings(unroll(fn.body), reassoc="reassoc" in fastmath)))
     if fn.streamed:
         from autotune.target import current
         fn = stream_rows(fn, current().vector_bits // 8)

@@ -32,7 +32,7 @@ from autotune.errors import ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.affine import to_affine
 from autotune.ir.expr import Const, Tensor, Var
-from autotune.ir.stmt import For, Function, If, LocalBuffer, Seq, Stmt, Store, StreamRow
+from autotune.ir.stmt import For, Function, LocalBuffer, Seq, Stmt, Store, StreamRow, map_loops
 
 MIN_ROW_BYTES = 64        # a row shorter than a cache line has nothing to stream
 MAX_ROW_BYTES = 16 << 10  # a row's local buffer is on the stack: at most 16 KiB
@@ -84,28 +84,22 @@ def stream_rows(fn: Function, vector_bytes: int) -> Function:
         return fn
     rows: list[LocalBuffer] = []
 
-    def visit(s: Stmt) -> Stmt:
-        if isinstance(s, For):
-            hit = _row_store(s, fn.streamed)
-            if hit is None:
-                return For(s.var, s.extent, s.kind, visit(s.body))
-            body = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
-            st = body[hit]
-            assert isinstance(st, Store)
-            n = s.extent.value  # type: ignore[attr-defined]
-            row = te.placeholder((n,), st.buffer.dtype, name=f"{st.buffer.name}_row")
-            rows.append(LocalBuffer(row, "stack"))
-            body[hit] = Store(row, (s.var,), st.value)
-            start = tuple(te.substitute(i, {s.var: Const(0)}) for i in st.indices)
-            return Seq((For(s.var, s.extent, s.kind, Seq(tuple(body)) if len(body) > 1 else body[0]),
-                        StreamRow(st.buffer, start, row, n, vector_bytes)))
-        if isinstance(s, Seq):
-            return Seq(tuple(visit(x) for x in s.stmts))
-        if isinstance(s, If):
-            return If(s.cond, visit(s.then), visit(s.orelse) if s.orelse is not None else None)
-        return s
+    def visit(s: For) -> Stmt | None:
+        hit = _row_store(s, fn.streamed)
+        if hit is None:
+            return None
+        body = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
+        st = body[hit]
+        assert isinstance(st, Store)
+        n = s.extent.value  # type: ignore[attr-defined]
+        row = te.placeholder((n,), st.buffer.dtype, name=f"{st.buffer.name}_row")
+        rows.append(LocalBuffer(row, "stack"))
+        body[hit] = Store(row, (s.var,), st.value)
+        start = tuple(te.substitute(i, {s.var: Const(0)}) for i in st.indices)
+        return Seq((For(s.var, s.extent, s.kind, Seq(tuple(body)) if len(body) > 1 else body[0]),
+                    StreamRow(st.buffer, start, row, n, vector_bytes)))
 
-    body = visit(fn.body)
+    body = map_loops(fn.body, visit)
     if not rows:
         names = ", ".join(t.name for t in fn.streamed)
         raise ScheduleError("stream", None, f"no innermost loop stores a contiguous row of {names} (of at most "

@@ -5,6 +5,7 @@ Statements are frozen values; the same schedule lowers to an equal tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from autotune.ir.expr import Expr, Tensor, Var
 
@@ -55,6 +56,16 @@ class StreamRow(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class PrefetchRow(Stmt):
+    """Fetch `extent` elements of `tensor` from `indices` on (its last index counting up) into the
+    cache, one software prefetch per `line_bytes`: a hint that never faults and changes no value."""
+    tensor: Tensor
+    indices: tuple[Expr, ...]
+    extent: int
+    line_bytes: int
+
+
+@dataclass(frozen=True, eq=False)
 class Comment(Stmt):
     text: str
 
@@ -69,6 +80,19 @@ def seq(*stmts: Stmt | None) -> Stmt:
         else:
             flat.append(s)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def map_loops(s: Stmt, fn: Callable[[For], Stmt | None]) -> Stmt:
+    """s with every loop fn rewrites replaced by fn's result (not visited further); the loops fn
+    leaves (None), sequences and branches rebuilt around their rewritten insides."""
+    if isinstance(s, For):
+        out = fn(s)
+        return out if out is not None else For(s.var, s.extent, s.kind, map_loops(s.body, fn))
+    if isinstance(s, Seq):
+        return Seq(tuple(map_loops(x, fn) for x in s.stmts))
+    if isinstance(s, If):
+        return If(s.cond, map_loops(s.then, fn), map_loops(s.orelse, fn) if s.orelse is not None else None)
+    return s
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +111,7 @@ class Function:
     body: Stmt
     parallel_extent: int | None = None  # set when the outermost loop is split over threads
     streamed: tuple[Tensor, ...] = ()  # buffers whose rows are stored around the caches (steps.Stream)
+    prefetched: tuple[tuple[Var, Tensor, int], ...] = ()  # (loop, input, rows ahead) (steps.Prefetch)
 
 
 @dataclass(frozen=True, eq=False)

@@ -618,13 +618,14 @@ class Lowerer:
             leaf = out.order[0]
             par_ext = out.extents()[leaf]
         streamed = (s.output,) if out.stream else ()
+        prefetched = ((out.var(out.prefetch[0]), s.tensors[out.prefetch[1]], out.prefetch[2]),) if out.prefetch else ()
         if pro_body is not None and parallel:
             prologue = Function("prologue", args, pro_locals, pro_body)
-            main = Function("kernel", args, tuple(self.locals), main_body, par_ext, streamed)
+            main = Function("kernel", args, tuple(self.locals), main_body, par_ext, streamed, prefetched)
         else:
             body = seq(pro_body, main_body) if pro_body is not None else main_body
             prologue = None
-            main = Function("kernel", args, pro_locals + tuple(self.locals), body, par_ext, streamed)
+            main = Function("kernel", args, pro_locals + tuple(self.locals), body, par_ext, streamed, prefetched)
         return LoopNest(inputs, s.output, inter, prologue, main)
 
     def topo(self, roots: list[Stage]) -> list[str]:

@@ -26,7 +26,8 @@ from autotune.errors import DefinitionError, ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.expr import Expr, Tensor, Var
 from autotune.schedule.steps import (CacheWrite, ComputeAt, ComputeInline, Fuse, Pack, Parallel, Reorder,
-                                     Split, Step, Stream, Tile, Unroll, Vectorize, check_name, step_from_json)
+                                     Prefetch, Split, Step, Stream, Tile, Unroll, Vectorize, check_name,
+                                     step_from_json)
 
 MAX_UNROLL = 64
 
@@ -43,6 +44,7 @@ class Stage:
     attach: tuple = ("root",)                             # ("root",) | ("inline",) | ("at", consumer, axis)
     cache_at: str | None = None
     stream: bool = False                                  # stores go around the caches (Stream)
+    prefetch: tuple[str, str, int] | None = None          # (axis, input tensor, rows ahead) (Prefetch)
     packed_from: tuple[str, int, int] | None = None       # (tensor, dim, factor) for pack stages
 
     def __post_init__(self) -> None:
@@ -204,6 +206,8 @@ class Schedule:
         for o in self.stages.values():
             if o.attach[0] == "at" and o.attach[1] == st.name and o.attach[2] == axis:
                 raise ScheduleError(op, axis, f"stage {o.name!r} is computed at loop {axis!r}; {op} before compute_at")
+        if st.prefetch is not None and st.prefetch[0] == axis:
+            raise ScheduleError(op, axis, f"loop {axis!r} of stage {st.name!r} prefetches; {op} before prefetch")
 
     @staticmethod
     def _tail_ok(st: Stage, axis: str, ext: dict[str, int]) -> bool:
@@ -265,6 +269,11 @@ class Schedule:
     def stream(self, stage: str) -> None:
         """Store the output stage's rows with non-temporal (streaming) stores; see steps.Stream."""
         self.apply(Stream(stage))
+
+    def prefetch(self, stage: str, axis: str, tensor: str, rows: int) -> None:
+        """Prefetch input `tensor`'s row `rows` ahead inside loop `axis` of the output stage; see
+        steps.Prefetch."""
+        self.apply(Prefetch(stage, axis, tensor, rows))
 
     def cache_write(self, stage: str, at: str) -> None:
         self.apply(CacheWrite(stage, at))
@@ -389,6 +398,20 @@ class Schedule:
         if st.stream:
             raise ScheduleError(s.op, None, f"stage {st.name!r} is streamed already")
         st.stream = True
+
+    def _prefetch(self, s: Prefetch) -> None:
+        st = self.stage(s.op, s.stage)
+        self._leaf(s.op, st, s.axis)
+        if st.name != self.output.name:
+            raise ScheduleError(s.op, s.axis, f"only the output stage {self.output.name!r} prefetches")
+        t = self.tensors.get(s.tensor)
+        if t is None or not t.is_placeholder or t.ndim < 2:
+            inputs = [n for n, x in self.tensors.items() if x.is_placeholder and x.ndim >= 2]
+            raise ScheduleError(s.op, s.tensor, f"prefetch needs an input of 2 or more dimensions (rows); "
+                                                f"those are {inputs}")
+        if st.prefetch is not None:
+            raise ScheduleError(s.op, s.axis, f"stage {st.name!r} prefetches already")
+        st.prefetch = (s.axis, s.tensor, s.rows)
 
     def _cache_write(self, s: CacheWrite) -> None:
         st = self.stage(s.op, s.stage)

@@ -18,6 +18,7 @@ from autotune.errors import ScheduleError
 
 MAX_FACTOR = 1 << 16
 MAX_NAME = 64
+MAX_PREFETCH_ROWS = 64
 
 
 def check_name(step: str, name: object, what: str = "name") -> str:
@@ -142,6 +143,26 @@ class Stream(Step):
 
 
 @dataclass(frozen=True)
+class Prefetch(Step):
+    """While loop `axis` of the output stage computes, fetch the row of input `tensor` that is
+    `rows` rows ahead into the cache: a software prefetch of each cache line of that row, placed
+    right after the loop body's first read of the tensor. A row-wise kernel (layernorm, softmax)
+    waits on memory in its first pass over a row and computes from the cache in the others; the
+    prefetch lets a later row's memory traffic overlap those (autotune.codegen.prefetch)."""
+    op: ClassVar[str] = "prefetch"
+    stage: str
+    axis: str
+    tensor: str
+    rows: int
+
+    def validate(self) -> None:
+        for name in (self.stage, self.axis, self.tensor):
+            check_name(self.op, name)
+        if isinstance(self.rows, bool) or not isinstance(self.rows, int) or not 1 <= self.rows <= MAX_PREFETCH_ROWS:
+            raise ScheduleError(self.op, self.axis, f"rows must be an integer in [1, {MAX_PREFETCH_ROWS}], got {self.rows!r}")
+
+
+@dataclass(frozen=True)
 class CacheWrite(Step):
     """Accumulate the stage's results inside loop `at` in a local tile, then write it back."""
     op: ClassVar[str] = "cache_write"
@@ -185,7 +206,8 @@ class Pack(Step):
 
 
 STEP_TYPES: dict[str, type[Step]] = {c.op: c for c in (
-    Split, Tile, Fuse, Reorder, Unroll, Vectorize, Parallel, Stream, CacheWrite, ComputeAt, ComputeInline, Pack)}
+    Split, Tile, Fuse, Reorder, Unroll, Vectorize, Parallel, Stream, Prefetch, CacheWrite, ComputeAt, ComputeInline,
+    Pack)}
 
 
 def step_from_json(d: object) -> Step:

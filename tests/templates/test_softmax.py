@@ -127,6 +127,7 @@ def test_row_presets_stream_an_output_of_half_the_l3_first(rows: int, streamed_f
     target = Target.named("avx2", l3=32 << 20)
     presets = softmax.row_presets({"M": rows, "N": 1024}, "float32", 2, target)
     assert [p["stream"] for p in presets] == [streamed_first, not streamed_first]
-    assert presets[0] == {"rows": min(8, rows), "attach": "row", "parallel": True, "stream": streamed_first}
+    assert presets[0] == {"rows": min(8, rows), "attach": "row", "parallel": True, "stream": streamed_first,
+                          "prefetch": 2}
     assert softmax.row_presets({"M": 64, "N": 8}, "float32", 1, target) == [
-        {"rows": 8, "attach": "row", "parallel": False, "stream": False}]  # rows of 32 bytes: never streamed
+        {"rows": 8, "attach": "row", "parallel": False, "stream": False, "prefetch": 2}]  # rows of 32 bytes: never streamed

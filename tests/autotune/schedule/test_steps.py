@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autotune.errors import ScheduleError
-from autotune.schedule.steps import (MAX_FACTOR, STEP_TYPES, CacheWrite, ComputeAt, ComputeInline, Fuse, Pack,
-                                     Parallel, Reorder, Split, Step, Stream, Tile, Unroll, Vectorize, step_from_json)
+from autotune.schedule.steps import (MAX_FACTOR, MAX_PREFETCH_ROWS, STEP_TYPES, CacheWrite, ComputeAt, ComputeInline,
+                                     Fuse, Pack, Parallel, Prefetch, Reorder, Split, Step, Stream, Tile, Unroll,
+                                     Vectorize, step_from_json)
 
 EXAMPLES = [
     Split("C", "i", 8, "io", "ii"),
@@ -23,6 +24,7 @@ EXAMPLES = [
     Vectorize("C", "ji"),
     Parallel("C", "jc"),
     Stream("C"),
+    Prefetch("C", "ii", "A", 2),
     CacheWrite("C", "ir"),
     ComputeAt("Bp", "C", "kc"),
     ComputeInline("E"),
@@ -145,6 +147,13 @@ factors = st.integers(1, MAX_FACTOR)
     st.builds(Unroll, names, names), st.builds(Vectorize, names, names), st.builds(Parallel, names, names),
     st.builds(CacheWrite, names, names), st.builds(ComputeAt, names, names, names), st.builds(ComputeInline, names),
     st.builds(Pack, names, st.integers(0, 7), factors, names),
+    st.builds(Prefetch, names, names, names, st.integers(1, MAX_PREFETCH_ROWS)),
 ))
 def test_json_round_trip_property(step):
     assert step_from_json(json.loads(json.dumps(step.to_json()))) == step
+
+
+@pytest.mark.parametrize("rows", [0, -1, MAX_PREFETCH_ROWS + 1, 2.0, True, "2", None])
+def test_prefetch_rows_validation(rows: object) -> None:
+    with pytest.raises(ScheduleError, match="rows must be an integer"):
+        step_from_json({"op": "prefetch", "stage": "C", "axis": "ii", "tensor": "A", "rows": rows})
