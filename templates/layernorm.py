@@ -13,7 +13,8 @@ loops: autotune.codegen.fuse)::
 
 Schedule: rows split into blocks of [rows] (the block loop runs over threads when [parallel]);
 the row statistics computed at the block loop or per row ([attach]) into small local buffers, the
-row loop of y vectorized, and `reassoc` on so LLVM vectorizes the row sums.
+row loop of y vectorized, and `reassoc` on so LLVM vectorizes the row sums; [stream] and
+[prefetch] as softmax's (x's row some rows ahead prefetched after each row's first sum).
 """
 from __future__ import annotations
 

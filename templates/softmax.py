@@ -29,7 +29,9 @@ Schedule: the rows are split into blocks of [rows] (the block loop runs over thr
 [parallel]); s, then e (read by s and y, so s is attached first) are computed at the block loop
 (or per row, [attach]) into small local buffers, mx per row of e: x is read from DRAM once and
 re-read from L1/L2, e is written to and read from L1/L2; row loops are vectorized and the
-codegen's `reassoc` lets LLVM vectorize the row max and row sum.
+codegen's `reassoc` lets LLVM vectorize the row max and row sum. [stream]: the output rows are
+stored around the caches; [prefetch]: x's row that many rows ahead is prefetched after each row's
+max (schedule step `prefetch`), so its memory traffic overlaps the exp and output passes.
 """
 from __future__ import annotations
 
