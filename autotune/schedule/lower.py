@@ -377,9 +377,18 @@ class Lowerer:
         return For(v, simplify(BinOp("min", Const(e_v), lim), self.ranges), kind, body)
 
     def _init_nest(self, n: StageNest, start: int) -> Stmt:
-        """out[...] = init over the spatial loops inside position `start`."""
+        """out[...] = init over the spatial loops inside position `start`, under the innermost
+        statement's guards on spatial loops (a fused loop over a split's tail runs past the axis'
+        end: unguarded, its init would write outside the output)."""
         st = n.st
         body: Stmt = Store(n.out_buf, n.store_idx, init_value(n.reduce_op, st.tensor.dtype))  # type: ignore[arg-type]
+        reduce_vars = {st.var(leaf) for leaf in st.order if st.axis_kind[leaf] == "reduce"}
+        spatial = [g for g in n.guards if not any(isinstance(x, Var) and x in reduce_vars for x in te.walk(g))]
+        if spatial:
+            cond = spatial[0]
+            for g in spatial[1:]:
+                cond = BinOp("and", cond, g)
+            body = If(cond, body)
         for leaf in reversed(st.order[start:]):
             if st.axis_kind[leaf] == "spatial":
                 kind = st.loop_kind.get(leaf, "serial")

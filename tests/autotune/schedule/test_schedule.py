@@ -451,6 +451,23 @@ def test_epilogue_schedules_run():
     assert_close(build(s, threads=2)(x, w, b), want, "float32", 7)
 
 
+def test_a_fused_loop_over_a_split_tail_writes_nothing_past_the_output() -> None:
+    """i (13) split by 2 with its inner part fused with j, or by 8 with its two parts fused: the
+    fused loop runs past row 12, and the reduction's init is guarded like its update. Unguarded,
+    the init wrote zeros past the output, which corrupted the heap (found by test_fuzz_matmul)."""
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (13, 9)).astype(np.float32)
+    b = rng.uniform(-1, 1, (9, 11)).astype(np.float32)
+    for factor, fused in ((2, ("i_i", "j")), (8, ("i_o", "i_i"))):
+        s = Schedule(matmul(M=13, N=11, K=9))
+        s.split("C", "i", factor, "i_o", "i_i")
+        s.fuse("C", *fused)
+        buf = np.full(13 * 11 + 64, 7.0, np.float32)  # the output, then 64 floats that must stay 7
+        got = build(s, threads=1)(a, b, out=buf[:13 * 11].reshape(13, 11))
+        assert_close(got, a @ b, "float32", 9)
+        assert (buf[13 * 11:] == 7.0).all(), (factor, fused)
+
+
 # ---------------------------------------------------------------------------------------------
 # fuzz: random primitive sequences
 # ---------------------------------------------------------------------------------------------
