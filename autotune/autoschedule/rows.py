@@ -8,7 +8,7 @@ axis is contiguous run their reductions outside it and vectorise it."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from autotune.codegen.stream import streamable_row, worth_streaming
 from autotune.dtypes import ITEMSIZE
@@ -36,7 +36,7 @@ class RowsSketch(Sketch):
 
     name = "rows"
     nearest = {"rows": 8}
-    added = {"stream": False}
+    added = {"stream": False, "prefetch": 0}
 
     def knobs(self) -> list[Knob]:
         ext = self.p.spatial[0][1] if self.p.spatial else 1
@@ -48,7 +48,49 @@ class RowsSketch(Sketch):
             knobs.append(ChoiceKnob("parallel", [True, False]))
         if self._streamable():
             knobs.append(ChoiceKnob("stream", [False, True]))
+        if self._attached_stages() and ext > 1 and self._row_input() is not None:
+            knobs.append(ChoiceKnob("prefetch", [0, 2, 4]))  # rows ahead (steps.Prefetch), with attach "row"
         return knobs
+
+    def prune_rule(self) -> Callable[[Mapping[str, Any]], str | None] | None:
+        """With attach "block" a block's stages read its rows before the row loop: no prefetch there."""
+        def rule(cfg: Mapping[str, Any]) -> str | None:
+            if cfg.get("prefetch") and cfg.get("attach") == "block":
+                return "prefetch with attach 'block': the row loop has no later pass to overlap"
+            return None
+        return rule
+
+    def _inside_row_loop(self) -> list[str]:
+        """The output and the stages computed inside its row loop under attach "row" (as `apply`
+        places them), the output first."""
+        out = self.p.output.name
+        inside = [out]
+        for n in reversed(self.p.stages):  # consumers before producers, as apply
+            if self._inline(n):
+                continue
+            readers = self.p.readers[n]
+            if (len(readers) == 1 and readers[0] in inside) or (out in readers and set(readers) - {out} <= set(inside)):
+                inside.append(n)
+        return inside
+
+    def _row_input(self) -> str | None:
+        """The input of 2 or more dimensions the row loop reads first (through inlined stages too),
+        which `prefetch` fetches rows ahead; None when it reads none."""
+        def reads(name: str) -> list[str]:
+            t = self.p.tensors[name]
+            out: list[str] = []
+            for ld in te.loads(t.body) if t.body is not None else []:
+                src = ld.tensor.name
+                if ld.tensor.is_placeholder:
+                    out.append(src)
+                elif self._inline(src):
+                    out += reads(src)
+            return out
+        for name in self._inside_row_loop():
+            for src in reads(name):
+                if self.p.tensors[src].ndim >= 2:
+                    return src
+        return None
 
     def _streamable(self) -> bool:
         """Whether the output's rows can be written with streaming stores (schedule step `stream`):
@@ -107,6 +149,9 @@ class RowsSketch(Sketch):
             s.parallel(out, so)
         if cfg.get("stream"):
             s.stream(out)
+        row_input = self._row_input() if cfg.get("prefetch") else None
+        if row_input is not None:
+            s.prefetch(out, si if rows > 1 else so, row_input, cfg["prefetch"])
         return CodegenOptions(reassoc=True)
 
     def _stage_loops(self, s: Schedule, name: str) -> None:

@@ -262,6 +262,29 @@ def test_row_programs_may_stream_their_output_rows() -> None:
     assert "stream" not in AutoScheduler(row_sum(37, 50, 0)[0], threads=2).space.by_name  # its output is a reduction
 
 
+@pytest.mark.parametrize("make", [softmax_def, layernorm_def])
+def test_row_programs_may_prefetch_the_next_rows(make) -> None:  # type: ignore[no-untyped-def]
+    """A row program with producers computed per row may prefetch its input's rows ahead (schedule
+    step `prefetch`): not by default, not with attach "block" (pruned), in io for blocks of one
+    row; every config of the space prints, and prefetching ones compute the right values."""
+    from autotune.codegen import generate_source
+    out, ref = make(37, 50, 0)
+    auto = AutoScheduler(out, threads=2)
+    assert auto.space.by_name["prefetch"].values() == [0, 2, 4] and auto.default_config()["prefetch"] == 0
+    assert auto.space.validate({"rows": 8, "attach": "row", "parallel": True})["prefetch"] == 0
+    assert not auto.space.allows({**auto.default_config(), "attach": "block", "prefetch": 2})
+    for cfg in auto.space.grid():
+        s = Schedule(out)
+        opts = auto.apply(s, cfg)
+        assert ("prefetch_row(x, " in generate_source(s, reassoc=opts.reassoc)) == (cfg["prefetch"] > 0), cfg
+    ins = [np.random.default_rng(0).uniform(-1, 1, t.shape).astype("float32")
+           for t in te.input_tensors(out) if t.is_placeholder]
+    for rows in (1, 8):
+        s = auto_schedule(out, {"rows": rows, "attach": "row", "parallel": True, "prefetch": 2}, threads=2)
+        np.testing.assert_allclose(build(s, threads=2, reassoc=True)(*ins), ref(*ins), rtol=1e-4, atol=1e-5)
+    assert "prefetch" not in AutoScheduler(row_sum(37, 50, 0)[0], threads=2).space.by_name  # no stage per row
+
+
 def test_rules_derive_tiling_packing_cache_and_parallel_knobs_for_other_reductions() -> None:
     out, _ = col_sum(64, 64, 0)
     names = set(AutoScheduler(out, threads=2).space.by_name)
