@@ -73,3 +73,40 @@ def process_state(pid: int) -> str | None:
 def process_alive(pid: int) -> bool:
     """Whether process pid runs: a zombie is dead, waiting for a reaper that may never come."""
     return process_state(pid) not in (None, "Z", "X")
+
+
+class GuardedBuffers:
+    """While active, every buffer autotune.codegen.compile allocates (outputs, intermediates,
+    scratch) sits between two 4 KiB guard bands of a known byte; `check()` fails on a band a kernel
+    wrote into (a write past a buffer's ends, which would otherwise corrupt the heap unseen)."""
+
+    GUARD, BYTE = 4096, 0xA5
+
+    def __init__(self) -> None:
+        self.made: list[tuple[np.ndarray, int, int]] = []
+
+    def _empty(self, shape, dtype):  # type: ignore[no-untyped-def]
+        dt = np.dtype(dtype)
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        raw = np.full(nbytes + 2 * self.GUARD + 64, self.BYTE, np.uint8)
+        off = self.GUARD + (-(raw.ctypes.data + self.GUARD) % 64)  # cache-line aligned, as aligned_empty
+        self.made.append((raw, off, nbytes))
+        return raw[off:off + nbytes].view(dt).reshape(shape)
+
+    def __enter__(self) -> "GuardedBuffers":
+        import autotune.codegen.compile as compile_module
+        self._module, self._saved = compile_module, compile_module.aligned_empty
+        compile_module.aligned_empty = self._empty
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._module.aligned_empty = self._saved
+
+    def check(self) -> None:
+        for raw, off, nbytes in self.made:
+            below = np.nonzero(raw[:off] != self.BYTE)[0]
+            above = np.nonzero(raw[off + nbytes:] != self.BYTE)[0]
+            assert below.size == 0 and above.size == 0, (
+                f"a kernel wrote past a {nbytes}-byte buffer: {off - below[0] if below.size else 0} bytes before "
+                f"its start, {above[-1] + 1 if above.size else 0} bytes after its end")

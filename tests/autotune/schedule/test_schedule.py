@@ -20,7 +20,7 @@ from autotune.schedule import Schedule
 from autotune.schedule.lower import lower
 from autotune.schedule.schedule import MAX_UNROLL
 from autotune.schedule.steps import Step
-from tests.helpers import assert_close, blis_like
+from tests.helpers import GuardedBuffers, assert_close, blis_like
 
 
 def matmul(M=37, N=29, K=23, dtype="float32"):
@@ -534,8 +534,10 @@ def fuzz(data, out: te.Tensor, inputs: list[np.ndarray], want: np.ndarray, reduc
         return
     assert generate_source(replay) == src, f"trace {s.trace_json()} does not replay to the same kernel"
     event("compiled and compared")
-    k = build(s, threads=2)
-    got = k(*inputs)
+    with GuardedBuffers() as guards:  # a write past a buffer fails here, not as a corrupt heap later
+        k = build(s, threads=2)
+        got = k(*inputs)
+    guards.check()
     assert_close(got, want, "float32", reduction)
 
 
