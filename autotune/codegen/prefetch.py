@@ -33,42 +33,17 @@ from autotune.errors import ScheduleError
 from autotune.ir import expr as te
 from autotune.ir.affine import simplify
 from autotune.ir.expr import BinOp, Const, Tensor, Var
-from autotune.ir.stmt import For, Function, If, PrefetchRow, Seq, Stmt, Store, map_loops
+from autotune.ir.stmt import For, Function, If, PrefetchRow, Seq, Stmt, Store, map_loops, walk_stmts
 
 LINE_BYTES = 64  # the cache line of every CPU autotune targets
 
 
-def _bound_inside(s: Stmt) -> set[Var]:
-    """The loop variables of the loops inside s."""
-    out: set[Var] = set()
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, For):
-            out.add(x.var)
-            stack.append(x.body)
-        elif isinstance(x, Seq):
-            stack.extend(x.stmts)
-        elif isinstance(x, If):
-            stack += [x.then] + ([x.orelse] if x.orelse is not None else [])
-    return out
-
-
 def _reads(s: Stmt, t: Tensor) -> list[te.Load]:
-    """The loads of t in s (its values, conditions and loop extents)."""
+    """The loads of t in s (stored values, their indices and branch conditions), in program order."""
     out: list[te.Load] = []
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Store):
-            out += [ld for e in (*x.indices, x.value) for ld in te.loads(e) if ld.tensor is t]
-        elif isinstance(x, For):
-            stack.append(x.body)
-        elif isinstance(x, Seq):
-            stack.extend(reversed(x.stmts))
-        elif isinstance(x, If):
-            out += [ld for ld in te.loads(x.cond) if ld.tensor is t]
-            stack += [x.then] + ([x.orelse] if x.orelse is not None else [])
+    for x in walk_stmts(s):
+        exprs = (*x.indices, x.value) if isinstance(x, Store) else (x.cond,) if isinstance(x, If) else ()
+        out += [ld for e in exprs for ld in te.loads(e) if ld.tensor is t]
     return out
 
 
@@ -78,7 +53,7 @@ def _with_prefetch(loop: For, t: Tensor, rows: int) -> For:
         loads = _reads(st, t)
         if not loads:
             continue
-        first = {v: Const(0) for v in _bound_inside(st)}  # the row its first iteration reads
+        first = {x.var: Const(0) for x in walk_stmts(st) if isinstance(x, For)}  # the row its first iteration reads
         row = tuple(te.substitute(i, first) for i in loads[0].indices[:-1])
         ahead = simplify(BinOp("min", BinOp("+", row[0], Const(rows)), Const(t.shape[0] - 1)))
         body.insert(k + 1, PrefetchRow(t, (ahead, *row[1:], Const(0)), t.shape[-1], LINE_BYTES))

@@ -5,7 +5,7 @@ Statements are frozen values; the same schedule lowers to an equal tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from autotune.ir.expr import Expr, Tensor, Var
 
@@ -80,6 +80,20 @@ def seq(*stmts: Stmt | None) -> Stmt:
         else:
             flat.append(s)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def walk_stmts(s: Stmt) -> Iterator[Stmt]:
+    """s and every statement inside it, in program order (a loop or a branch before its body)."""
+    yield s
+    if isinstance(s, For):
+        yield from walk_stmts(s.body)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk_stmts(x)
+    elif isinstance(s, If):
+        yield from walk_stmts(s.then)
+        if s.orelse is not None:
+            yield from walk_stmts(s.orelse)
 
 
 def map_loops(s: Stmt, fn: Callable[[For], Stmt | None]) -> Stmt:
