@@ -55,6 +55,24 @@ class Affine:
         i = Affine({v: c for v, c in self.terms.items() if v in inner}, 0)
         return o, i
 
+    def first_gap(self, ranges: Ranges) -> tuple[Var, int] | None:
+        """The first term that steps past the values the smaller terms fill, as (variable, step),
+        or None when the form takes every integer between its least and greatest value.
+
+        >>> i, j = Var("i"), Var("j")
+        >>> Affine({i: 2, j: 1}).first_gap({i: (0, 4), j: (0, 0)})
+        (Var(name='i', dtype='int64'), 2)
+        """
+        reach = 0
+        for v, c in sorted(((v, abs(c)) for v, c in self.terms.items()), key=lambda t: t[1]):
+            a, b = ranges[v]
+            if b == a:
+                continue
+            if c > reach + 1:
+                return v, c
+            reach += c * (b - a)
+        return None
+
     def same_terms(self, o: "Affine") -> bool:
         return self.terms.keys() == o.terms.keys() and all(self.terms[v] == o.terms[v] for v in self.terms)
 

@@ -312,6 +312,12 @@ class Lowerer:
                 continue
             iv = i.interval(self.ranges)
             assert iv is not None
+            gap = i.first_gap(self.ranges)
+            if gap is not None:  # the write-back copies the whole box: a gap would overwrite other tiles
+                raise ScheduleError("cache_write", st.cache_at,
+                                    f"the loops inside {st.cache_at!r} cover axis {a!r} with gaps ({gap[0].name!r} "
+                                    f"steps by {gap[1]}), and its write-back would overwrite other tiles; reorder so that "
+                                    f"{gap[0].name!r} is outside {st.cache_at!r}")
             last = max(n.pos[v.name] for v in i.terms)
             dims.append((last, a, iv[1] + 1, from_affine(i), from_affine(o)))
         dims.sort()

@@ -181,6 +181,25 @@ def test_cache_write_rules():
         s.cache_write("C", "j")
 
 
+def test_a_cache_write_tile_with_gaps_in_an_axis_is_refused():
+    """i = i_o*2 + i_i_o + i_i_i with i_o inside the tile at i_i_o: the tile holds every other row,
+    and writing back its whole box overwrote the rows the other i_i_o computed (max error 1.29)."""
+    s = Schedule(dense_relu(M=9, N=13, K=7))
+    s.tile("D", "k", "i", 1, 2)
+    s.tile("D", "i_i", "k_o", 1, 1)
+    s.cache_write("D", "i_i_o")
+    with raises("cache_write", "i_i_o", "cover axis 'i' with gaps ('i_o' steps by 2)", "outside 'i_i_o'"):
+        lower(s)
+    s = Schedule(dense_relu(M=9, N=13, K=7))  # the same loops with i_o outside the tile: accepted
+    s.tile("D", "k", "i", 1, 2)
+    s.tile("D", "i_i", "k_o", 1, 1)
+    s.reorder("D", "i_o", "i_i_o", "k_o_o", "j", "i_i_i", "k_o_i", "k_i")
+    s.cache_write("D", "i_i_o")
+    rng = np.random.default_rng(8)
+    x, w, b = (rng.uniform(-1, 1, sh).astype(np.float32) for sh in ((9, 7), (7, 13), (13,)))
+    assert_close(build(s, threads=2)(x, w, b), np.maximum(x @ w + b, 0), "float32", 7)
+
+
 def test_compute_at_rules():
     s = Schedule(two_consumers())
     with raises("compute_at", "i", "read by ['Q', 'Y']", "only consumer"):
