@@ -492,7 +492,7 @@ def test_a_fused_loop_over_a_split_tail_writes_nothing_past_the_output() -> None
 # ---------------------------------------------------------------------------------------------
 FACTORS = [1, 2, 3, 4, 5, 8, 16, 0, 100]
 OPS = ["split", "split", "tile", "fuse", "reorder", "unroll", "vectorize", "parallel", "cache_write",
-       "compute_at", "compute_inline", "pack"]
+       "compute_at", "compute_inline", "pack", "stream", "prefetch"]
 
 
 def random_step(data, s: Schedule) -> None:
@@ -526,6 +526,12 @@ def random_step(data, s: Schedule) -> None:
         s.compute_at(stage, cons, data.draw(st.sampled_from(list(s.stages[cons].order)), label="at"))
     elif op == "compute_inline":
         s.compute_inline(stage)
+    elif op == "stream":
+        s.stream(stage)
+    elif op == "prefetch":
+        inputs = sorted(t for t, x in s.tensors.items() if x.is_placeholder) + ["nope"]
+        s.prefetch(stage, axis, data.draw(st.sampled_from(inputs), label="tensor"),
+                   data.draw(st.sampled_from([0, 1, 2, 4, 100]), label="rows"))
     elif op == "pack":
         names = sorted(t for t, x in s.tensors.items() if x.is_placeholder) + [s.output.name]
         tensor = data.draw(st.sampled_from(names), label="tensor")
@@ -543,13 +549,13 @@ def fuzz(data, out: te.Tensor, inputs: list[np.ndarray], want: np.ndarray, reduc
         except ScheduleError:
             assert s.trace == trace_before  # rejected steps are not recorded
     # what was applied must equal what the trace replays to
-    src = generate_source(s) if _lowers(s) else None
+    src = _source(s)
     replay = Schedule.from_trace(out, s.trace_json())
     event(f"steps applied: {len(s.trace)}")
     if src is None:
-        event("rejected when lowering")
+        event("rejected when lowering or generating code")
         with pytest.raises(ScheduleError):
-            lower(replay)
+            generate_source(replay)
         return
     assert generate_source(replay) == src, f"trace {s.trace_json()} does not replay to the same kernel"
     event("compiled and compared")
@@ -560,12 +566,12 @@ def fuzz(data, out: te.Tensor, inputs: list[np.ndarray], want: np.ndarray, reduc
     assert_close(got, want, "float32", reduction)
 
 
-def _lowers(s: Schedule) -> bool:
+def _source(s: Schedule) -> str | None:
+    """The generated source, or None if lowering or a code generator pass refuses the schedule."""
     try:
-        lower(s)
-        return True
+        return generate_source(s)
     except ScheduleError:
-        return False
+        return None
 
 
 FUZZ = int(os.environ.get("AUTOTUNE_FUZZ_EXAMPLES", "0"))  # raise for a longer hunt
@@ -590,6 +596,48 @@ def test_fuzz_dense_relu(data):
     w = rng.uniform(-1, 1, (7, 13)).astype(np.float32)
     b = rng.uniform(-1, 1, (13,)).astype(np.float32)
     fuzz(data, out, [x, w, b], np.maximum(x @ w + b, 0), 7)
+
+
+@settings(max_examples=FUZZ or 10)
+@given(st.data())
+def test_fuzz_shared_rows(data):
+    out = shared_rows(M=10, N=37)
+    x = np.random.default_rng(9).uniform(0.5, 1, (10, 37)).astype(np.float32)
+    e = x * 2 + 1
+    fuzz(data, out, [x], e / e.sum(axis=1, keepdims=True), 37)
+
+
+def strided_conv(C: int = 3, H: int = 7, K: int = 4):  # type: ignore[no-untyped-def]
+    """A 3x3 convolution of stride 2 over an input zero-padded by 1 (the stage Xp, a select)."""
+    X = te.placeholder((C, H, H), name="X")
+    Wt = te.placeholder((K, C, 3, 3), name="W")
+    zero = te.const(0, "float32")
+    Xp = te.compute((C, H + 2, H + 2), lambda c, h, w: te.select(
+        te.all_of(h >= 1, h < H + 1, w >= 1, w < H + 1), X[c, h - 1, w - 1], zero), name="Xp")
+    rc, rr, rs = te.reduce_axis(C, name="rc"), te.reduce_axis(3, name="rr"), te.reduce_axis(3, name="rs")
+    OH = (H - 1) // 2 + 1
+    return te.compute((K, OH, OH), lambda k, oh, ow: te.sum(Xp[rc, oh * 2 + rr, ow * 2 + rs] * Wt[k, rc, rr, rs],
+                                                            axis=[rc, rr, rs]), name="Y")
+
+
+@settings(max_examples=FUZZ or 10)
+@given(st.data())
+def test_fuzz_strided_conv(data):
+    rng = np.random.default_rng(10)
+    x = rng.uniform(-1, 1, (3, 7, 7)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+    want = np.einsum("crs...,kcrs->k...", np.stack([np.stack([xp[:, r:r + 7:2, s:s + 7:2] for s in range(3)], 1)
+                                                    for r in range(3)], 1), w)
+    fuzz(data, strided_conv(), [x, w], want, 27)
+
+
+@settings(max_examples=FUZZ or 10)
+@given(st.data())
+def test_fuzz_window_relu(data):
+    x = np.random.default_rng(11).uniform(-1, 1, 25).astype(np.float32)
+    p = x * 2
+    fuzz(data, window_relu(), [x], np.maximum(p[:-2] + p[1:-1] + p[2:] - 1, 0), 3)
 
 
 def window_relu(N: int = 23):  # type: ignore[no-untyped-def]
