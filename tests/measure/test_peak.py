@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 import autotune.measure.peak as peak_mod
@@ -51,6 +52,16 @@ def test_the_probe_measures_this_machine() -> None:
     assert probe_gflops("float64", threads=1, seconds=0.02, repeat=1) > 1.0
     assert probe_read_gbps(threads=1, repeat=1) > 1.0
     assert probe_read_gbps(threads=1, repeat=1, nbytes=256 << 10) > 1.0
+
+
+@pytest.mark.parametrize("streams", peak_mod.READ_STREAMS)
+def test_the_read_probe_reads_every_float_of_each_threads_share_once_a_pass(streams: int) -> None:
+    """Each thread sums its share as `streams` sub-arrays side by side: every float counted once a
+    pass (the rate divides all the bytes by the time)."""
+    x = np.arange(2 * 1024 * 8, dtype=np.float32) % 7
+    out = np.zeros(2, np.float32)
+    peak_mod._read_kernel(streams)(x, 2, 3, out)
+    assert out.tolist() == [3 * x[:8192].sum(), 3 * x[8192:].sum()]
 
 
 def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
