@@ -34,7 +34,8 @@ from autotune.task import Task
 from autotune.target import cpu_model, current
 from autotune.tuner import TuneResult
 from autotune.timing_lock import TimingLock, lock_path
-from autotune.measure.peak import Peak, machine_peak, task_bytes, task_roof, task_roofline
+from autotune.measure.peak import (Peak, machine_peak, probe_copy_gbps, probe_read_gbps, task_bytes, task_roof,
+                                   task_roofline, task_written)
 from autotune.measure.timing import Timing, TimingProtocol, time_callable
 
 SCHEMA_VERSION = 1
@@ -115,9 +116,13 @@ class BenchResult:
             return None
         i, attainable, bound = task_roofline(self.task, self.peak)
         return {"peak_gflops": self.peak.gflops, "read_gbps": self.peak.read_gbps, "l3_gbps": self.peak.l3_gbps,
-                "l2_gbps": self.peak.l2_gbps, "bandwidth_gbps": self.peak.bandwidth(task_bytes(self.task))[0],
+                "l2_gbps": self.peak.l2_gbps,
+                "bandwidth_gbps": self.peak.bandwidth(task_bytes(self.task), task_written(self.task))[0],
                 "intensity": i, "bound": bound, "attainable_gflops": attainable,
-                "min_bytes": task_bytes(self.task), "share": self.share(self.kernel_seconds),
+                "min_bytes": task_bytes(self.task), "written_bytes": task_written(self.task),
+                "probed_here": None if self.peak.here is None else
+                {"read_gbps": self.peak.here[1], "copy_gbps": self.peak.here[2]},
+                "share": self.share(self.kernel_seconds),
                 "baseline_share": {k: self.share(v) for k, v in self.baselines.items()}}
 
     @property
@@ -249,6 +254,9 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     samples: dict[str, list[float]] = {k: [] for k in base}
     mine: list[float] = []
     timings: list[Timing] = []
+    # a memory-bound task's rates are probed at its working set between the timings: on a shared
+    # machine the memory rate moves by tens of percent within minutes, the cached peak's with it
+    rates: list[tuple[float, float]] | None = [] if peak is not None and task_roofline(task, peak)[2] != "compute" else None
     if options.progress:  # each round says so: the comparison takes seconds, and is never silent for long
         print(f"autotune: timing the best kernel against {', '.join(base) or 'nothing'} in {options.rounds} "
               "alternating rounds...", file=sys.stderr, flush=True)
@@ -263,7 +271,13 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
                 time.sleep(options.pause_s)
             timings.append(time_callable(run, options.protocol))
             mine.append(timings[-1].median)
+            if rates is not None:
+                nbytes = int(task_bytes(task))
+                rates.append((probe_read_gbps(task.threads, repeat=5, nbytes=nbytes),
+                              probe_copy_gbps(task.threads, repeat=5, nbytes=nbytes)))
             time.sleep(options.pause_s)
+    if rates and peak is not None:  # the best of the rounds, as every probe: what the machine could do
+        peak = peak.probed_at(int(task_bytes(task)), max(r for r, _ in rates), max(c for _, c in rates))
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
                        cands, tuning, timings=len(timings), noisy_timings=count_noisy(timings, options.max_spread),
                        search_timings=tuned.timed, noisy_search_timings=tuned.noisy, peak=peak)
@@ -298,9 +312,13 @@ def format_result(r: BenchResult) -> str:
                      f"autotune/{name} = {r.ratio(name):.2f}x")
     if r.peak is not None:
         i, attainable, bound = task_roofline(t, r.peak)
-        mib = task_bytes(t) / (1 << 20)
+        mib, written = task_bytes(t) / (1 << 20), task_written(t)
+        rate = "the read rate" if not (written and (r.peak.copy or r.peak.here)) else \
+            f"reads at the read rate, its {written / (1 << 20):.1f} MiB written at the copy rate"
+        if r.peak.here is not None:
+            rate += f", both probed in this run: reads {r.peak.here[1]:.0f} GB/s, a copy {r.peak.here[2]:.0f}"
         at = "" if bound == "compute" else \
-            f" at {r.peak.bandwidth(task_bytes(t))[0]:.0f} GB/s (the read rate at its {mib:.1f} MiB)"
+            f" at {r.peak.bandwidth(task_bytes(t), written)[0]:.0f} GB/s ({rate}, at its {mib:.1f} MiB)"
         lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound{at}: {i:.2f} flop/byte, {mib:.1f} MiB moved "
                      f"(this machine, {t.threads} thread{'s' * (t.threads > 1)}: {r.peak.gflops:.0f} GFLOP/s FMA peak; "
                      f"read {r.peak.read_gbps:.0f} GB/s from memory, {r.peak.l3_gbps:.0f} from L3, "

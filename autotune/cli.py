@@ -178,6 +178,13 @@ def _parser() -> argparse.ArgumentParser:
                      "against this machine's roofline to this PNG (its folders are made; may measure the machine's "
                      "peak once, a few seconds)")
 
+    pk = sub.add_parser("peak", help="this machine's limits that bench, report and the dashboard give shares of: the FMA "
+                        "peak and the read and copy rates of each cache level and of memory (measured once, a few "
+                        "seconds, then read from the cache)")
+    pk.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    pk.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="element type (default: float32)")
+    pk.add_argument("--again", action="store_true", help="measure anew, nothing else running (replaces the cached one)")
+
     ca = sub.add_parser("cache", help="show the kernel cache's size (AUTOTUNE_CACHE_DIR); prune it to a cap, least "
                         "recently used kernels first")
     ca.add_argument("--prune", action="store_true",
@@ -443,6 +450,25 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_peak(args: argparse.Namespace) -> int:
+    from autotune.measure.peak import machine_peak
+    threads = args.threads or os.cpu_count() or 1
+    if args.again:
+        print(f"autotune: measuring this machine's peak on {threads} thread{'s' * (threads > 1)} (a few seconds)...",
+              file=sys.stderr, flush=True)
+    p = machine_peak(args.dtype, threads, again=args.again)
+    mib = lambda n: f"{n / (1 << 20):g} MiB"  # noqa: E731
+    print(f"{p.cpu}, {p.isa}, {p.dtype}, {p.threads} thread{'s' * (p.threads > 1)} (measured {p.measured})")
+    print(f"  FMA peak        {p.gflops:8.1f} GFLOP/s")
+    print(f"  read            {p.l2_gbps:8.1f} GB/s from the L2s (up to {mib(p.l2_bytes)}), {p.l3_gbps:.1f} from the "
+          f"L3 (up to {mib(p.l3_bytes)}), " + "".join(f"{g:.1f} at {mib(n)}, " for n, g in p.beyond)
+          + f"{p.read_gbps:.1f} from memory")
+    if p.copy:
+        print("  copy            " + ", ".join(f"{g:.1f} GB/s at {mib(n)}" for n, g in p.copy)
+              + " (bytes read and written, source and destination together)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
@@ -484,6 +510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_retime(args)
         if args.command == "cache":
             return cmd_cache(args)
+        if args.command == "peak":
+            return cmd_peak(args)
         if args.command in ("generate-layout", "train-layout", "evaluate-layout"):
             from autotune.backends.tpu.layout_commands import run_layout_command
             return run_layout_command(args)

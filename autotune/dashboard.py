@@ -210,7 +210,7 @@ class Board:
         self._latest_sweep: dict[tuple[str, str], str] = {}       # (log, task) -> the last sweep logging it
         self._configs: dict[tuple[str, str], str | None] = {}  # config -> why it is outside its space
         self._flops: dict[str, float] = {}
-        self._roof: dict[str, tuple[str, int, float, float] | None] = {}  # key -> dtype, threads, intensity, bytes
+        self._roof: dict[str, tuple[str, int, float, float, float] | None] = {}  # key -> dtype, threads, intensity, bytes, written
         self._seq = 0
 
     # ---- reading ---------------------------------------------------------------------------
@@ -449,13 +449,13 @@ class Board:
         roof = self._roof.get(t.key)
         if roof is None or not math.isfinite(t.best) or t.best_cpu != cpu_model():
             return None
-        dtype, threads, i, nbytes = roof
+        dtype, threads, i, nbytes, written = roof
         if (dtype, threads) not in self._peaks:
             self._peaks[(dtype, threads)] = self.peak_of(dtype, threads)
         peak = self._peaks[(dtype, threads)]
         if peak is None:
             return None
-        return round(100 * peak.share(self._flops[t.key] / t.best / 1e9, i, nbytes), 1)
+        return round(100 * peak.share(self._flops[t.key] / t.best / 1e9, i, nbytes, written), 1)
 
     def view(self, task: str | None = None) -> dict[str, Any]:
         """Plain data for the page: every task, the curves and configs of `task` (None: all)."""
@@ -491,8 +491,8 @@ class Board:
                     "sweeps": self._sweep_view()}
 
 
-def _roof_of(task: Any) -> tuple[str, int, float, float] | None:
-    """(dtype, threads, intensity, bytes) of a task with a roofline (measure.peak.task_roof), else None."""
+def _roof_of(task: Any) -> tuple[str, int, float, float, float] | None:
+    """(dtype, threads, intensity, bytes moved, bytes written) of a task with a roofline (measure.peak.task_roof), else None."""
     from autotune.measure.peak import task_roof
     try:
         roof = task_roof(task)

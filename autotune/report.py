@@ -208,8 +208,8 @@ def measured_peak(dtype: str, threads: int) -> Any:
 
 
 def roofline_points(records: Sequence[Record], peak_of: Callable[[str, int], Any]
-                    ) -> list[tuple[str, float, float, Any, float]]:
-    """(task key, intensity, GFLOP/s, peak, bytes) of each task's best kernel measured on this
+                    ) -> list[tuple[str, float, float, Any, float, float]]:
+    """(task key, intensity, GFLOP/s, peak, bytes moved, bytes written) of each task's best kernel measured on this
     machine's CPU (its records' target names this CPU model), for tasks with a flop count in
     float32/float64 and a peak (peak_of(dtype, threads))."""
     from autotune.measure.peak import task_roof
@@ -225,14 +225,15 @@ def roofline_points(records: Sequence[Record], peak_of: Callable[[str, int], Any
         peak = peak_of(task.dtype, task.threads) if roof is not None else None
         if peak is None:
             continue
-        i, nbytes = roof
-        out.append((key, i, task.flops() / best.seconds / 1e9, peak, nbytes))
+        i, nbytes, written = roof
+        out.append((key, i, task.flops() / best.seconds / 1e9, peak, nbytes, written))
     return out
 
 
 def best_shares(records: Sequence[Record], peak_of: Callable[[str, int], Any]) -> dict[str, float]:
     """Task key -> its best kernel's share of this machine's roofline (see roofline_points)."""
-    return {key: peak.share(gflops, i, nbytes) for key, i, gflops, peak, nbytes in roofline_points(records, peak_of)}
+    return {key: peak.share(gflops, i, nbytes, written)
+            for key, i, gflops, peak, nbytes, written in roofline_points(records, peak_of)}
 
 
 def plot(records: Sequence[Record], path: str, peak_of: Callable[[str, int], Any] | None = None) -> Any:
@@ -296,7 +297,7 @@ def _roofline_panel(ax: Any, points: Sequence[tuple[str, float, float, Any, floa
     lo, hi = min(min(p[1] for p in points), ridge / 10) / 4, max(max(p[1] for p in points), ridge) * 4
     xs = np.logspace(math.log10(lo), math.log10(hi), 200)
     drawn = set()
-    for _, _, _, peak, _ in points:
+    for _, _, _, peak, _, _ in points:
         if (peak.dtype, peak.threads) in drawn:
             continue
         drawn.add((peak.dtype, peak.threads))
@@ -307,8 +308,8 @@ def _roofline_panel(ax: Any, points: Sequence[tuple[str, float, float, Any, floa
             if gbps > 0:
                 ax.plot(xs, [min(peak.gflops, x * gbps) for x in xs], color="grey", lw=0.8, ls=style,
                         label=f"from {level} ({tag})")
-    for key, i, gflops, peak, nbytes in points:
-        share = gflops / peak.attainable(i, nbytes)
+    for key, i, gflops, peak, nbytes, written in points:
+        share = gflops / peak.attainable(i, nbytes, written)
         ax.scatter([i], [gflops], s=25, zorder=3, label=f"{readable_key(key)}: {100 * share:.0f}% of its limit")
 
 

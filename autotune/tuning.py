@@ -187,8 +187,8 @@ def limit_share(task: Task, seconds: float) -> float | None:
     peak = cached_peak(task.dtype, task.threads) if roof is not None else None  # a damaged cache reads as empty
     if roof is None or peak is None:
         return None
-    i, nbytes = roof
-    return peak.share(task.flops() / seconds / 1e9, i, nbytes)
+    i, nbytes, written = roof
+    return peak.share(task.flops() / seconds / 1e9, i, nbytes, written)
 
 
 class NoValidConfig(AutotuneError):

@@ -10,6 +10,11 @@ timed call after call keeps what fits in the cache). Working sets past the L3's 
 of memory are probed too, at 1, 2 and 4 times the L3, and a size between two probed ones takes the
 rate interpolated in log size: a kernel timed over and over on 32 MiB finds part of it in a 32 MiB
 L3 still, and measured against the rate from memory it seemed to run at 130-200% of the limit.
+A kernel's writes move at the rate of a copy probed at the same sizes (plain or non-temporal
+stores): each written byte with one read byte at the copy rate, the other reads at the read rate
+(softmax, writing what it reads, is held to a copy's rate). `bench` probes the read and copy rates
+of a memory-bound task's working set again between its timings (`Peak.probed_at`): on a shared
+machine the memory rate moves by a third within minutes.
 
     >>> from autotune.measure.peak import Peak
     >>> p = Peak(cpu="example", isa="avx2", dtype="float32", threads=2, gflops=200.0, read_gbps=20.0,
@@ -18,8 +23,8 @@ L3 still, and measured against the rate from memory it seemed to run at 130-200%
     (20.0, 60.0, 200.0, 0.5)
 
 The probe takes a few seconds; `machine_peak` measures once per (CPU model, ISA, dtype, threads)
-and reads it back from `$AUTOTUNE_CACHE_DIR/peak.json` afterwards (`autotune peak --again` measures
-anew). Timings are the best of several runs: a peak is what the machine can do, not what it did
+and reads it back from `$AUTOTUNE_CACHE_DIR/peak.json` afterwards (`autotune peak` prints it,
+`autotune peak --again` measures anew). Timings are the best of several runs: a peak is what the machine can do, not what it did
 while busy.
 """
 from __future__ import annotations
@@ -30,7 +35,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,7 +46,7 @@ from autotune.errors import AutotuneError
 from autotune.target import cache_sizes, cpu_model, current
 from autotune.timing_lock import TimingLock, lock_path
 
-SCHEMA = 4  # 4: the read rates are the best of 1, 4 and 8 streams a thread
+SCHEMA = 5  # 4: the read rates are the best of 1, 4 and 8 streams a thread; 5: copy rates
 DTYPES = ("float32", "float64")
 
 
@@ -51,7 +56,10 @@ class Peak:
     l3_gbps / l2_gbps: from the L3 / their L2s, for working sets of up to l3_bytes / l2_bytes;
     beyond: (bytes, GB/s) of working sets past l3_bytes, smallest first: a working set between two
     probed sizes (l3_bytes the first) takes the rate interpolated between theirs in log size, past
-    the largest read_gbps."""
+    the largest read_gbps; copy: (bytes moved, GB/s) of a copy whose source and destination
+    together take that many bytes, smallest first (plain or non-temporal stores, the faster): the
+    rate of a kernel's writes (see `bandwidth`); here: (bytes, read GB/s, copy GB/s) probed at one
+    working set just now (`probed_at`), which a working set of exactly that size takes instead."""
     cpu: str
     isa: str
     dtype: str
@@ -64,9 +72,48 @@ class Peak:
     l2_gbps: float = 0.0
     l2_bytes: int = 0
     beyond: tuple[tuple[int, float], ...] = ()
+    copy: tuple[tuple[int, float], ...] = ()
+    here: tuple[int, float, float] | None = None
 
-    def bandwidth(self, nbytes: float | None = None) -> tuple[float, str]:
-        """(GB/s, level) of the smallest level a working set of nbytes fits (None: memory)."""
+    def probed_at(self, nbytes: int, read_gbps: float, copy_gbps: float) -> "Peak":
+        """This peak with the read and copy rates of a working set of nbytes as probed just now
+        (`bench` probes them between its timings: the memory rate of a shared machine moves)."""
+        return replace(self, here=(int(nbytes), read_gbps, copy_gbps))
+
+    def bandwidth(self, nbytes: float | None = None, written: float = 0.0) -> tuple[float, str]:
+        """(GB/s, level) of the smallest level a working set of nbytes fits (None: memory). Of
+        those bytes, `written` are written: each written byte is moved with one read byte at the copy
+        rate, the other reads at the read rate (a kernel writing as much as it reads: the copy's rate).
+
+        >>> p = Peak("example", "avx2", "float32", 1, 100.0, 20.0, copy=((1 << 30, 10.0),))
+        >>> p.bandwidth(None), p.bandwidth(None, written=1.0), round(p.bandwidth(4.0, written=1.0)[0], 2)
+        ((20.0, 'memory'), (10.0, 'memory'), 13.33)
+        """
+        gbps, level = self._read_rate(nbytes)
+        here = self.here is not None and nbytes is not None and int(nbytes) == self.here[0]
+        if here:
+            gbps = self.here[1]  # type: ignore[index]
+        if written > 0 and (self.copy or here):
+            total = nbytes if nbytes is not None else 2.0 * written
+            w = min(written, total / 2)
+            copy = self.here[2] if here else self._copy_rate(nbytes)  # type: ignore[index]
+            gbps = total / ((total - 2 * w) / gbps + 2 * w / copy)
+        return gbps, level
+
+    def _copy_rate(self, nbytes: float | None) -> float:
+        """The copy rate at nbytes moved: the nearest probed size's at either end, between two
+        probed sizes interpolated in log size (None: the largest probed size, from memory)."""
+        points = self.copy
+        if nbytes is None or nbytes >= points[-1][0]:
+            return points[-1][1]
+        if nbytes <= points[0][0]:
+            return points[0][1]
+        for (s0, g0), (s1, g1) in zip(points, points[1:]):
+            if nbytes <= s1:
+                return g0 + (g1 - g0) * math.log(nbytes / s0) / math.log(s1 / s0)
+        return points[-1][1]
+
+    def _read_rate(self, nbytes: float | None) -> tuple[float, str]:
         if nbytes is not None:
             for gbps, size, level in ((self.l2_gbps, self.l2_bytes, "L2"), (self.l3_gbps, self.l3_bytes, "L3")):
                 if gbps > 0 and nbytes <= size:
@@ -78,18 +125,18 @@ class Peak:
                     return g0 + (g1 - g0) * t, "memory"
         return self.read_gbps, "memory"
 
-    def attainable(self, intensity: float, nbytes: float | None = None) -> float:
+    def attainable(self, intensity: float, nbytes: float | None = None, written: float = 0.0) -> float:
         """The roofline: the GFLOP/s a kernel of this many flops per byte moved (nbytes in all, or
-        None: from memory) can reach."""
-        return min(self.gflops, intensity * self.bandwidth(nbytes)[0])
+        None: from memory; `written` of them written) can reach."""
+        return min(self.gflops, intensity * self.bandwidth(nbytes, written)[0])
 
-    def share(self, gflops: float, intensity: float, nbytes: float | None = None) -> float:
+    def share(self, gflops: float, intensity: float, nbytes: float | None = None, written: float = 0.0) -> float:
         """A kernel's speed over what the roofline allows at its intensity (1.0: at the limit)."""
-        return gflops / self.attainable(intensity, nbytes)
+        return gflops / self.attainable(intensity, nbytes, written)
 
-    def bound(self, intensity: float, nbytes: float | None = None) -> str:
+    def bound(self, intensity: float, nbytes: float | None = None, written: float = 0.0) -> str:
         """'memory', 'L3' or 'L2' when the roofline at this intensity is that bandwidth, else 'compute'."""
-        gbps, level = self.bandwidth(nbytes)
+        gbps, level = self.bandwidth(nbytes, written)
         return level if intensity * gbps < self.gflops else "compute"
 
 
@@ -104,10 +151,15 @@ def task_bytes(task: Any) -> float:
     return float(sum(math.prod(shape) for shape in task.views()) * item)
 
 
+def task_written(task: Any) -> float:
+    """The bytes of a task's output, which its kernel writes (once, at least)."""
+    return float(math.prod(task.views()[-1]) * np.dtype(task.dtype).itemsize)
+
+
 def task_roofline(task: Any, peak: Peak) -> tuple[float, float, str]:
     """(intensity, attainable GFLOP/s, bound) of a task's kernel on a machine of this peak."""
-    i, nbytes = task_intensity(task), task_bytes(task)
-    return i, peak.attainable(i, nbytes), peak.bound(i, nbytes)
+    i, nbytes, written = task_intensity(task), task_bytes(task), task_written(task)
+    return i, peak.attainable(i, nbytes, written), peak.bound(i, nbytes, written)
 
 
 def task_intensity(task: Any) -> float:
@@ -115,8 +167,8 @@ def task_intensity(task: Any) -> float:
     return intensity(task.flops(), task_bytes(task))
 
 
-def task_roof(task: Any) -> tuple[float, float] | None:
-    """(intensity, bytes moved) of a task whose speed this machine's roofline bounds: GFLOP/s of a
+def task_roof(task: Any) -> tuple[float, float, float] | None:
+    """(intensity, bytes moved, bytes written) of a task whose speed this machine's roofline bounds: GFLOP/s of a
     float32 or float64 CPU kernel with a flop count; None for any other (a hand-written kernel's
     calls/s, a TPU emulator's kernel)."""
     flops = task.flops()  # first: 0 for a hand-written kernel, which has no template to ask
@@ -124,7 +176,7 @@ def task_roof(task: Any) -> tuple[float, float] | None:
         return None
     nbytes = task_bytes(task)
     i = intensity(flops, nbytes)
-    return (i, nbytes) if math.isfinite(i) and i > 0 else None
+    return (i, nbytes, task_written(task)) if math.isfinite(i) and i > 0 else None
 
 
 # ---- the probe ------------------------------------------------------------------------------
@@ -236,6 +288,73 @@ def probe_read_gbps(threads: int = 1, repeat: int = 10, nbytes: int | None = Non
     return x.nbytes * passes / best / 1e9
 
 
+_COPY_ROW = 1024  # floats a streaming copy stores per stream_row call (4 KiB)
+
+
+@functools.cache
+def _copy_kernel(streaming: bool, streams: int = 1) -> Callable[..., Any]:
+    """A kernel copying x[rows, _COPY_ROW] to y in `threads` threads, each its contiguous share of
+    rows as `streams` runs of rows side by side, row by row in turn: plain stores (a loop LLVM
+    vectorises), or non-temporal ones (runtime.stream_row, as a kernel with the schedule step
+    `stream` stores its rows)."""
+    import numba
+    from autotune.codegen.runtime import stream_fence, stream_row
+    vbytes = max(16, current().vector_bits // 8)
+
+    if streaming:
+        def copy(x, y, threads, passes):  # type: ignore[no-untyped-def]
+            chunk = x.shape[0] // threads
+            run = chunk // streams
+            for t in numba.prange(threads):
+                for _ in range(passes):
+                    for r in range(run):
+                        for k in range(streams):
+                            row = t * chunk + k * run + r
+                            stream_row(y, (row, 0), x[row], _COPY_ROW, vbytes)
+                stream_fence()
+    else:
+        def copy(x, y, threads, passes):  # type: ignore[no-untyped-def]
+            chunk = x.shape[0] // threads
+            run = chunk // streams
+            for t in numba.prange(threads):
+                for _ in range(passes):
+                    for r in range(run):
+                        for k in range(streams):
+                            row = t * chunk + k * run + r
+                            for i in range(_COPY_ROW):
+                                y[row, i] = x[row, i]
+    return numba.njit(parallel=True, fastmath=True)(copy)  # type: ignore[no-any-return]
+
+
+def probe_copy_gbps(threads: int = 1, repeat: int = 10, nbytes: int | None = None) -> float:
+    """The best rate (GB/s, counting the bytes read and the bytes written) of `threads` threads
+    copying an array into another, the two nbytes together (None: from memory, as probe_read_gbps),
+    with plain or non-temporal stores in 1, 4 or 8 streams a thread, whichever is fastest."""
+    import numba
+    numba.set_num_threads(threads)
+    if nbytes is None:
+        nbytes = max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)
+    unit = threads * max(READ_STREAMS)  # every stream of every thread the same number of rows
+    rows = max(nbytes // 8 // (_COPY_ROW * unit), 1) * unit
+    x = np.ones((rows, _COPY_ROW), np.float32)
+    y = np.empty_like(x)
+    passes = max(1, (64 << 20) // (2 * x.nbytes))  # at least 64 MiB moved a timing
+    best = math.inf
+    for streaming in (False, True):
+        for streams in READ_STREAMS:
+            f = _copy_kernel(streaming, streams)
+            f(x, y, threads, 1)
+            best = min(best, _best_seconds(lambda: f(x, y, threads, passes), repeat))
+    return 2 * x.nbytes * passes / best / 1e9
+
+
+def copy_sizes(l2_bytes: int, l3_bytes: int) -> tuple[int, ...]:
+    """The bytes moved (source and destination together) at which the copy is probed: the L2s'
+    and the L3's shares, the sizes past the L3 that reads are probed at, and memory's."""
+    return tuple(sorted({n for n in (l2_bytes, l3_bytes, *beyond_sizes(l3_bytes)) if n > 0}
+                        | {max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)}))
+
+
 def cache_levels(threads: int) -> tuple[int, int]:
     """(L2 bytes of `threads` threads, L3 bytes): the working sets that stay in each level (half
     the size, for what else the level holds)."""
@@ -269,20 +388,21 @@ def _load(path: Path) -> list[dict[str, Any]]:
             Peak(**p)
             if all(isinstance(p.get(k), (int, float)) and math.isfinite(p[k]) and p[k] > 0
                    for k in ("threads", "gflops", "read_gbps", "l3_gbps", "l3_bytes", "l2_gbps", "l2_bytes")):
-                out.append({**p, "beyond": _beyond(p.get("beyond"))})
+                out.append({**p, "beyond": _rates(p.get("beyond"), "beyond"), "copy": _rates(p.get("copy", []), "copy"),
+                            "here": None})
         except (TypeError, ValueError):
             continue
     return out
 
 
-def _beyond(value: Any) -> tuple[tuple[int, float], ...]:
-    """A cached `beyond`: at most 8 (bytes, GB/s) pairs of positive finite numbers, sizes rising;
-    ValueError otherwise."""
+def _rates(value: Any, name: str) -> tuple[tuple[int, float], ...]:
+    """A cached `beyond` or `copy`: at most 8 (bytes, GB/s) pairs of positive finite numbers, sizes
+    rising; ValueError otherwise."""
     ok = isinstance(value, list) and len(value) <= 8 and all(
         isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                     and math.isfinite(x) and x > 0 for x in v) for v in value)
     if not ok or [v[0] for v in value] != sorted({v[0] for v in value}):
-        raise ValueError("a bad 'beyond' in the peak cache")
+        raise ValueError(f"a bad {name!r} in the peak cache")
     return tuple((int(b), float(g)) for b, g in value)
 
 
@@ -314,18 +434,20 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
         gflops, gbps = probe_gflops(dtype, threads), probe_read_gbps(threads)
         l3_gbps, l2_gbps = probe_read_gbps(threads, nbytes=l3_bytes), probe_read_gbps(threads, nbytes=l2_bytes)
         beyond = tuple((n, round(probe_read_gbps(threads, nbytes=n), 1)) for n in beyond_sizes(l3_bytes))
+        copy = tuple((n, round(probe_copy_gbps(threads, nbytes=n), 1)) for n in copy_sizes(l2_bytes, l3_bytes))
     peak = Peak(cpu, isa, dtype, threads, round(gflops, 1), round(gbps, 1), datetime.date.today().isoformat(),
-                round(l3_gbps, 1), l3_bytes, round(l2_gbps, 1), l2_bytes, beyond)
+                round(l3_gbps, 1), l3_bytes, round(l2_gbps, 1), l2_bytes, beyond, copy)
     keep = [p for p in peaks if (p["cpu"], p["isa"], p["dtype"], p["threads"]) != (cpu, isa, dtype, threads)]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"schema": SCHEMA, "peaks": [*keep, asdict(peak)]}, indent=1))
+        tmp.write_text(json.dumps({"schema": SCHEMA, "peaks": [*keep, {k: v for k, v in asdict(peak).items() if k != "here"}]}, indent=1))
         os.replace(tmp, path)
     except OSError:
         pass  # a cache that cannot be written: measured again next time
     return peak
 
 
-__all__ = ["Peak", "beyond_sizes", "cache_levels", "cached_peak", "intensity", "machine_peak", "probe_gflops", "probe_read_gbps", "task_bytes",
-           "task_intensity", "task_roofline"]
+__all__ = ["Peak", "beyond_sizes", "cache_levels", "cached_peak", "copy_sizes", "intensity", "machine_peak",
+           "probe_copy_gbps", "probe_gflops", "probe_read_gbps", "task_bytes", "task_intensity", "task_roof",
+           "task_roofline", "task_written"]

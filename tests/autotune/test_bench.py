@@ -88,3 +88,27 @@ def test_without_torch_the_hint_names_the_extra_that_installs_it(monkeypatch: py
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     assert "torch" in cfg["options.extras_require"][extra.group(1)], hint
+
+
+def test_a_memory_bound_tasks_rates_are_probed_in_the_same_run(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """The shared machine's memory rate moves within minutes: bench probes the read and copy rates
+    at a memory-bound task's working set between its timings, and its limit uses them."""
+    import autotune.bench as bench_module
+    from autotune.measure.peak import Peak, task_bytes
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    cached = Peak(cpu="example", isa="avx2", dtype="float32", threads=1, gflops=1e4, read_gbps=1.0,
+                  l3_gbps=1.0, l3_bytes=1 << 30, l2_gbps=1.0, l2_bytes=1 << 10)  # far below any real rate
+    monkeypatch.setattr(bench_module, "machine_peak", lambda dtype, threads: cached)
+    task = Task.create("softmax", "64x1024", "float32", threads=1)
+    r = run_bench(task, BenchOptions(trials=1, pick_rounds=1, rounds=2, progress=False, baselines=(), pause_s=0.0),
+                  log=str(tmp_path / "log.jsonl"))
+    here = r.to_json()["roofline"]["probed_here"]
+    assert here["read_gbps"] > 1.0 and here["copy_gbps"] > 1.0  # really probed, not the cached 1 GB/s
+    assert r.peak is not None and r.peak.here == (int(task_bytes(task)), here["read_gbps"], here["copy_gbps"])
+    assert "both probed in this run" in format_result(r)
+    compute_bound = Task.create("matmul", "64x64x64", "float32", threads=1)
+    cached_fast = Peak(**{**cached.__dict__, "gflops": 1.0})
+    monkeypatch.setattr(bench_module, "machine_peak", lambda dtype, threads: cached_fast)
+    r = run_bench(compute_bound, BenchOptions(trials=1, pick_rounds=1, rounds=1, progress=False, baselines=(),
+                                              pause_s=0.0), log=str(tmp_path / "mm.jsonl"))
+    assert r.peak is not None and r.peak.here is None  # compute bound: nothing to probe

@@ -178,3 +178,21 @@ def test_list_of_one_operator_gives_its_knobs_at_a_shape(capsys: pytest.CaptureF
     assert main(["list", "matmul", "--shape", "64x64x64", "--threads", "1"]) == 0
     kc = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["kc"])
     assert "512" not in kc
+
+
+def test_peak_prints_the_cached_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`autotune peak` reads the cached peak (never measuring when one is cached) and prints the
+    FMA peak, the read rates of each level and the copy rates."""
+    import json
+    import autotune.measure.peak as peak_mod
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    mine = {"cpu": peak_mod.cpu_model(), "isa": peak_mod.current().isa, "dtype": "float32", "threads": 1,
+            "gflops": 123.4, "read_gbps": 11.0, "measured": "2026-11-28", "l3_gbps": 55.0, "l3_bytes": 16 << 20,
+            "l2_gbps": 99.0, "l2_bytes": 1 << 20, "beyond": [[32 << 20, 33.0]], "copy": [[1 << 20, 77.0]]}
+    (tmp_path / "peak.json").write_text(json.dumps({"schema": peak_mod.SCHEMA, "peaks": [mine]}))
+    monkeypatch.setattr(peak_mod, "probe_gflops", lambda *a, **k: pytest.fail("measured though cached"))
+    assert main(["peak", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "123.4 GFLOP/s" in out and "55.0 from the L3 (up to 16 MiB)" in out and "33.0 at 32 MiB" in out
+    assert "77.0 GB/s at 1 MiB" in out and "11.0 from memory" in out

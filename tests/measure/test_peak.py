@@ -64,11 +64,36 @@ def test_the_read_probe_reads_every_float_of_each_threads_share_once_a_pass(stre
     assert out.tolist() == [3 * x[:8192].sum(), 3 * x[8192:].sum()]
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("streams", peak_mod.READ_STREAMS)
+def test_the_copy_probe_copies_every_float(streaming: bool, streams: int) -> None:
+    """Plain and non-temporal stores alike, in any number of streams: y holds x after a copy on 2 threads."""
+    x = np.random.default_rng(0).standard_normal((16, peak_mod._COPY_ROW)).astype(np.float32)
+    y = np.zeros_like(x)
+    peak_mod._copy_kernel(streaming, streams)(x, y, 2, 2)
+    assert np.array_equal(x, y)
+
+
+def test_written_bytes_move_at_the_copy_rate() -> None:
+    """A kernel that writes what it reads (softmax: 16 MiB in, 16 MiB out) is bound by the copy's
+    rate at its 32 MiB, one that writes little (a matmul) by the read rate; between, each written
+    byte and one read byte at the copy rate, the rest at the read rate."""
+    p = Peak(**{**PEAK.__dict__, "copy": ((1 << 20, 80.0), (16 << 20, 40.0), (256 << 20, 10.0))})
+    assert p.bandwidth(16 << 20) == (60.0, "L3") and p.bandwidth(16 << 20, written=8 << 20) == (40.0, "L3")
+    assert p.bandwidth(16 << 20, written=4 << 20)[0] == pytest.approx(16 / (8 / 60 + 8 / 40))
+    assert p.bandwidth(1 << 30, written=1 << 29)[0] == 10.0 and p.bandwidth(1 << 10, written=1 << 9)[0] == 80.0
+    assert p.bandwidth((1 << 20) * 4, written=1 << 21)[0] == pytest.approx(60.0)  # halfway from 1 to 16 MiB in log size: 80 -> 40
+    assert PEAK.bandwidth(16 << 20, written=8 << 20) == (60.0, "L3")  # no copy probed (an old cache): reads only
+    softmax = Task.create("softmax", "4096x1024", threads=2)
+    assert peak_mod.task_written(softmax) == 16 << 20 and peak_mod.task_roof(softmax)[1:] == (32 << 20, 16 << 20)
+
+
 def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
     probes = []
     monkeypatch.setattr(peak_mod, "probe_gflops", lambda dtype, threads: probes.append("fma") or 100.0 * threads)
     monkeypatch.setattr(peak_mod, "probe_read_gbps", lambda threads, nbytes=None: 10.0 if nbytes is None else 50.0)
+    monkeypatch.setattr(peak_mod, "probe_copy_gbps", lambda threads, nbytes=None: 8.0)
     cache = tmp_path / "peak.json"
     mine = {**PEAK.__dict__, "cpu": peak_mod.cpu_model(), "isa": peak_mod.current().isa, "threads": 1}
     for hostile in ("not json", json.dumps({"schema": 1, "peaks": "x"}),
@@ -76,6 +101,8 @@ def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, m
                     json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": [["x", 5.0]]}]}),
                     json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": [[1, 2]] * 9}]}),
                     json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": "evil"}]}),
+                    json.dumps({"schema": peak_mod.SCHEMA, "peaks": [{**mine, "beyond": [], "copy": [[1, -2.0]]}]}),
+                    json.dumps({"schema": 4, "peaks": [{**mine, "beyond": []}]}),  # before the copy probe
                     json.dumps({"schema": 1, "peaks": [{"cpu": 1, "evil": True}]}),
                     json.dumps({"schema": 1, "peaks": [{**PEAK.__dict__, "cpu": peak_mod.cpu_model(),
                                                          "isa": peak_mod.current().isa, "threads": 1,
@@ -83,6 +110,7 @@ def test_the_peak_is_measured_once_and_a_bad_cache_is_measured_again(tmp_path, m
         cache.write_text(hostile)
         p = machine_peak("float32", 1)
         assert p.gflops == 100.0 and p.read_gbps == 10.0 and math.isfinite(p.gflops)
+        assert p.copy and all(g == 8.0 for _, g in p.copy)
     n = len(probes)
     assert machine_peak("float32", 1).gflops == 100.0 and len(probes) == n  # from the cache now
     assert machine_peak("float32", 1, again=True) and len(probes) == n + 1
