@@ -313,10 +313,12 @@ def format_result(r: BenchResult) -> str:
     if r.peak is not None:
         i, attainable, bound = task_roofline(t, r.peak)
         mib, written = task_bytes(t) / (1 << 20), task_written(t)
-        rate = "the read rate" if not (written and (r.peak.copy or r.peak.here)) else \
-            f"reads at the read rate, its {written / (1 << 20):.1f} MiB written at the copy rate"
+        writes = written >= 0.01 * task_bytes(t) and (r.peak.copy or r.peak.here)  # a matrix-vector product's: none
+        rate = f"reads at the read rate, its {written / (1 << 20):.1f} MiB written at the copy rate" if writes \
+            else "the read rate"
         if r.peak.here is not None:
-            rate += f", both probed in this run: reads {r.peak.here[1]:.0f} GB/s, a copy {r.peak.here[2]:.0f}"
+            rate += (f", both probed in this run: reads {r.peak.here[1]:.0f} GB/s, a copy {r.peak.here[2]:.0f}" if writes
+                     else ", probed in this run")
         at = "" if bound == "compute" else \
             f" at {r.peak.bandwidth(task_bytes(t), written)[0]:.0f} GB/s ({rate}, at its {mib:.1f} MiB)"
         lines.append(f"  limit     {attainable:8.1f} {unit}  {bound} bound{at}: {i:.2f} flop/byte, {mib:.1f} MiB moved "
