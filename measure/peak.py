@@ -302,27 +302,29 @@ def _copy_kernel(streaming: bool, streams: int = 1) -> Callable[..., Any]:
     vbytes = max(16, current().vector_bits // 8)
 
     if streaming:
-        def copy(x, y, threads, passes):  # type: ignore[no-untyped-def]
-            chunk = x.shape[0] // threads
-            run = chunk // streams
-            for t in numba.prange(threads):
-                for _ in range(passes):
-                    for r in range(run):
-                        for k in range(streams):
-                            row = t * chunk + k * run + r
-                            stream_row(y, (row, 0), x[row], _COPY_ROW, vbytes)
-                stream_fence()
+        @numba.njit(inline="always")
+        def store(x, y, row):  # type: ignore[no-untyped-def]
+            stream_row(y, (row, 0), x[row], _COPY_ROW, vbytes)
+        fence = stream_fence
     else:
-        def copy(x, y, threads, passes):  # type: ignore[no-untyped-def]
-            chunk = x.shape[0] // threads
-            run = chunk // streams
-            for t in numba.prange(threads):
-                for _ in range(passes):
-                    for r in range(run):
-                        for k in range(streams):
-                            row = t * chunk + k * run + r
-                            for i in range(_COPY_ROW):
-                                y[row, i] = x[row, i]
+        @numba.njit(inline="always")
+        def store(x, y, row):  # type: ignore[no-untyped-def]
+            for i in range(_COPY_ROW):
+                y[row, i] = x[row, i]
+
+        @numba.njit(inline="always")
+        def fence():  # type: ignore[no-untyped-def]
+            pass
+
+    def copy(x, y, threads, passes):  # type: ignore[no-untyped-def]
+        chunk = x.shape[0] // threads
+        run = chunk // streams
+        for t in numba.prange(threads):
+            for _ in range(passes):
+                for r in range(run):
+                    for k in range(streams):
+                        store(x, y, t * chunk + k * run + r)
+            fence()
     return numba.njit(parallel=True, fastmath=True)(copy)  # type: ignore[no-any-return]
 
 
