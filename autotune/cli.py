@@ -464,7 +464,8 @@ def cmd_peak(args: argparse.Namespace) -> int:
           f"L3 (up to {mib(p.l3_bytes)}), " + "".join(f"{g:.1f} at {mib(n)}, " for n, g in p.beyond)
           + f"{p.read_gbps:.1f} from memory")
     if p.copy:
-        print("  copy            " + ", ".join(f"{g:.1f} GB/s at {mib(n)}" for n, g in p.copy)
+        (n0, g0), rest = p.copy[0], p.copy[1:]
+        print(f"  copy            {g0:8.1f} GB/s at {mib(n0)}" + "".join(f", {g:.1f} at {mib(n)}" for n, g in rest)
               + " (bytes read and written, source and destination together)")
     return 0
 

@@ -195,4 +195,4 @@ def test_peak_prints_the_cached_limits(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["peak", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "123.4 GFLOP/s" in out and "55.0 from the L3 (up to 16 MiB)" in out and "33.0 at 32 MiB" in out
-    assert "77.0 GB/s at 1 MiB" in out and "11.0 from memory" in out
+    assert "77.0 GB/s at 1 MiB" in out and "11.0 from memory" in out and "copy" in out
