@@ -337,10 +337,7 @@ class Lowerer:
         val = combine(n.reduce_op, Load(target, tidx), n.value) if n.reduce_op else n.value
         inner_stmt: Stmt = Store(target, tidx, val)
         if n.guards:
-            g = n.guards[0]
-            for x in n.guards[1:]:
-                g = BinOp("and", g, x)
-            inner_stmt = If(g, inner_stmt)
+            inner_stmt = If(te.all_of(*n.guards), inner_stmt)
         return inner_stmt
 
     @staticmethod
@@ -391,10 +388,7 @@ class Lowerer:
         reduce_vars = {st.var(leaf) for leaf in st.order if st.axis_kind[leaf] == "reduce"}
         spatial = [g for g in n.guards if not any(isinstance(x, Var) and x in reduce_vars for x in te.walk(g))]
         if spatial:
-            cond = spatial[0]
-            for g in spatial[1:]:
-                cond = BinOp("and", cond, g)
-            body = If(cond, body)
+            body = If(te.all_of(*spatial), body)
         for leaf in reversed(st.order[start:]):
             if st.axis_kind[leaf] == "spatial":
                 kind = st.loop_kind.get(leaf, "serial")
@@ -419,12 +413,9 @@ class Lowerer:
         st = n.st
         if n.reduce_op is None or n.first_red is None or n.cache_pos is None or n.first_red > n.cache_pos:
             return None
-        cond: Expr | None = None
-        for leaf in st.order[n.first_red:n.cache_pos + 1]:
-            if st.axis_kind[leaf] == "reduce" and n.ext[leaf] > 1:
-                c = Cmp("==", st.var(leaf), Const(0))
-                cond = c if cond is None else BinOp("and", cond, c)
-        return cond
+        firsts = [Cmp("==", st.var(leaf), Const(0)) for leaf in st.order[n.first_red:n.cache_pos + 1]
+                  if st.axis_kind[leaf] == "reduce" and n.ext[leaf] > 1]
+        return te.all_of(*firsts) if firsts else None
 
     def _writeback(self, n: StageNest) -> Stmt:
         """Store the accumulator tile into the output, clamped to the axes' ends; with reduction
@@ -502,10 +493,7 @@ class Lowerer:
             partial = self._emit(n, p + 1)
             n.tile_mode.clear()
             conds = [simplify(Cmp(">=", n.clamp[x], Const(n.ext[x])), self.ranges) for x in n.hoist]
-            cond = conds[0]
-            for c in conds[1:]:
-                cond = BinOp("and", cond, c)
-            inside: Stmt = If(cond, whole, partial)
+            inside: Stmt = If(te.all_of(*conds), whole, partial)
         else:
             inside = self._emit(n, p + 1)
         parts += [self.lower_attached(o, st, leaf, n.value, n.out_buf) for o in n.attached if o.attach[2] == leaf]
