@@ -257,6 +257,7 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
     # a memory-bound task's rates are probed at its working set between the timings: on a shared
     # machine the memory rate moves by tens of percent within minutes, the cached peak's with it
     rates: list[tuple[float, float]] | None = [] if peak is not None and task_roofline(task, peak)[2] != "compute" else None
+    nbytes = int(task_bytes(task))  # (task_bytes builds the task's definition: once, not between timings)
     if options.progress:  # each round says so: the comparison takes seconds, and is never silent for long
         print(f"autotune: timing the best kernel against {', '.join(base) or 'nothing'} in {options.rounds} "
               "alternating rounds...", file=sys.stderr, flush=True)
@@ -272,12 +273,11 @@ def run_bench(task: Task, options: BenchOptions = BenchOptions(), *, log: str | 
             timings.append(time_callable(run, options.protocol))
             mine.append(timings[-1].median)
             if rates is not None:
-                nbytes = int(task_bytes(task))
                 rates.append((probe_read_gbps(task.threads, repeat=5, nbytes=nbytes),
                               probe_copy_gbps(task.threads, repeat=5, nbytes=nbytes)))
             time.sleep(options.pause_s)
     if rates and peak is not None:  # the best of the rounds, as every probe: what the machine could do
-        peak = peak.probed_at(int(task_bytes(task)), max(r for r, _ in rates), max(c for _, c in rates))
+        peak = peak.probed_at(nbytes, max(r for r, _ in rates), max(c for _, c in rates))
     return BenchResult(task, best, statistics.median(mine), {k: statistics.median(v) for k, v in samples.items()},
                        cands, tuning, timings=len(timings), noisy_timings=count_noisy(timings, options.max_spread),
                        search_timings=tuned.timed, noisy_search_timings=tuned.noisy, peak=peak)

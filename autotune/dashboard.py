@@ -210,7 +210,8 @@ class Board:
         self._latest_sweep: dict[tuple[str, str], str] = {}       # (log, task) -> the last sweep logging it
         self._configs: dict[tuple[str, str], str | None] = {}  # config -> why it is outside its space
         self._flops: dict[str, float] = {}
-        self._roof: dict[str, tuple[str, int, float, float, float] | None] = {}  # key -> dtype, threads, intensity, bytes, written
+        # key -> dtype, threads, intensity, bytes moved, bytes written
+        self._roof: dict[str, tuple[str, int, float, float, float] | None] = {}
         self._seq = 0
 
     # ---- reading ---------------------------------------------------------------------------
@@ -492,7 +493,8 @@ class Board:
 
 
 def _roof_of(task: Any) -> tuple[str, int, float, float, float] | None:
-    """(dtype, threads, intensity, bytes moved, bytes written) of a task with a roofline (measure.peak.task_roof), else None."""
+    """(dtype, threads, intensity, bytes moved, bytes written) of a task with a roofline
+    (measure.peak.task_roof), else None."""
     from autotune.measure.peak import task_roof
     try:
         roof = task_roof(task)

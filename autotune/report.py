@@ -209,9 +209,9 @@ def measured_peak(dtype: str, threads: int) -> Any:
 
 def roofline_points(records: Sequence[Record], peak_of: Callable[[str, int], Any]
                     ) -> list[tuple[str, float, float, Any, float, float]]:
-    """(task key, intensity, GFLOP/s, peak, bytes moved, bytes written) of each task's best kernel measured on this
-    machine's CPU (its records' target names this CPU model), for tasks with a flop count in
-    float32/float64 and a peak (peak_of(dtype, threads))."""
+    """(task key, intensity, GFLOP/s, peak, bytes moved, bytes written) of each task's best kernel
+    measured on this machine's CPU (its records' target names this CPU model), for tasks with a
+    flop count in float32/float64 and a peak (peak_of(dtype, threads))."""
     from autotune.measure.peak import task_roof
     cpu = cpu_model()
     here = [r for r in usable(records) if r.target.get("cpu") == cpu]
@@ -279,7 +279,7 @@ def plot(records: Sequence[Record], path: str, peak_of: Callable[[str, int], Any
     return fig
 
 
-def _roofline_panel(ax: Any, points: Sequence[tuple[str, float, float, Any, float]]) -> None:
+def _roofline_panel(ax: Any, points: Sequence[tuple[str, float, float, Any, float, float]]) -> None:
     """GFLOP/s against arithmetic intensity (log-log) of each best kernel, under this machine's roofline."""
     import numpy as np
     ax.set_title("best kernels against this machine's roofline", fontsize=10)

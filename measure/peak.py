@@ -235,6 +235,11 @@ def read(x, threads, passes, out):
     return numba.njit(parallel=True, fastmath=True)(ns["read"])  # type: ignore[no-any-return]
 
 
+def memory_bytes() -> int:
+    """A working set that only memory holds: 8x the last-level cache, at least 256 MiB."""
+    return max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)
+
+
 def _best_seconds(run: Callable[[], Any], repeat: int) -> float:
     best = math.inf
     for _ in range(repeat):
@@ -275,7 +280,7 @@ def probe_read_gbps(threads: int = 1, repeat: int = 10, nbytes: int | None = Non
     import numba
     numba.set_num_threads(threads)
     if nbytes is None:
-        nbytes = max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)
+        nbytes = memory_bytes()
     unit = threads * 1024  # every stream of every thread the same whole number of floats
     x = np.ones(max(nbytes // 4 // unit, max(READ_STREAMS)) * unit, np.float32)
     out = np.zeros(threads, np.float32)
@@ -335,7 +340,7 @@ def probe_copy_gbps(threads: int = 1, repeat: int = 10, nbytes: int | None = Non
     import numba
     numba.set_num_threads(threads)
     if nbytes is None:
-        nbytes = max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)
+        nbytes = memory_bytes()
     unit = threads * max(READ_STREAMS)  # every stream of every thread the same number of rows
     rows = max(nbytes // 8 // (_COPY_ROW * unit), 1) * unit
     x = np.ones((rows, _COPY_ROW), np.float32)
@@ -354,7 +359,7 @@ def copy_sizes(l2_bytes: int, l3_bytes: int) -> tuple[int, ...]:
     """The bytes moved (source and destination together) at which the copy is probed: the L2s'
     and the L3's shares, the sizes past the L3 that reads are probed at, and memory's."""
     return tuple(sorted({n for n in (l2_bytes, l3_bytes, *beyond_sizes(l3_bytes)) if n > 0}
-                        | {max(8 * max(cache_sizes()[2], 1 << 20), 256 << 20)}))
+                        | {memory_bytes()}))
 
 
 def cache_levels(threads: int) -> tuple[int, int]:
@@ -443,13 +448,14 @@ def machine_peak(dtype: str = "float32", threads: int = 1, *, again: bool = Fals
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"schema": SCHEMA, "peaks": [*keep, {k: v for k, v in asdict(peak).items() if k != "here"}]}, indent=1))
+        mine = {k: v for k, v in asdict(peak).items() if k != "here"}  # `here` is bench's, never cached
+        tmp.write_text(json.dumps({"schema": SCHEMA, "peaks": [*keep, mine]}, indent=1))
         os.replace(tmp, path)
     except OSError:
         pass  # a cache that cannot be written: measured again next time
     return peak
 
 
-__all__ = ["Peak", "beyond_sizes", "cache_levels", "cached_peak", "copy_sizes", "intensity", "machine_peak",
+__all__ = ["Peak", "beyond_sizes", "cache_levels", "cached_peak", "copy_sizes", "intensity", "machine_peak", "memory_bytes",
            "probe_copy_gbps", "probe_gflops", "probe_read_gbps", "task_bytes", "task_intensity", "task_roof",
            "task_roofline", "task_written"]
