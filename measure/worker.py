@@ -30,7 +30,7 @@ import sys
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from autotune.errors import CacheError
 from autotune.timing_lock import TimingLock
@@ -234,8 +234,7 @@ class _Worker:
 
     def retime(self, p: dict[str, Any]) -> dict[str, Any]:
         """Check each of p["configs"] again, then time them all in p["rounds"] alternating rounds
-        (a clear loser stops early: `outpaced`): {"results": [one answer per config: costs are the
-        median of each of its rounds]}."""
+        (`race`): {"results": [one answer per config: costs are the median of each of its rounds]}."""
         from autotune.measure.timing import TimingProtocol, time_callable
         if p.get("numba") is not None:  # hand-written kernels are not re-timed: their runs need the driver's files
             return {"results": [{"ok": False, "error": "infrastructure",
@@ -252,18 +251,14 @@ class _Worker:
             answers.append(failed or {"ok": True, "compile_s": bound[1]})
             if failed is None:
                 runs[i] = bound[0]
-        timings: dict[int, list[Any]] = {i: [] for i in runs}
-        for r in range(rounds):
-            for i, run in list(runs.items()):
-                try:
-                    with TimingLock(self.lock_path):
-                        timings[i].append(time_callable(run, proto))
-                except Exception as e:
-                    answers[i] = _runtime_error(e, answers[i].get("compile_s"))
-                    del runs[i]
-            if r + 1 < rounds:
-                for i in outpaced({i: timings[i] for i in runs}, max_spread):
-                    del runs[i]  # a clear loser: its rounds so far are its answer
+        def time_one(i: int) -> Any:
+            try:
+                with TimingLock(self.lock_path):
+                    return time_callable(runs[i], proto)
+            except Exception as e:
+                answers[i] = _runtime_error(e, answers[i].get("compile_s"))
+                return None
+        timings = race(list(runs), rounds, time_one, max_spread)
         for i, ts in timings.items():
             if answers[i]["ok"]:  # not failed while timed
                 answers[i].update(_rounds(ts, max_spread))
@@ -319,6 +314,35 @@ def stopped(pids: tuple[int, ...]) -> Iterator[None]:
 def _runtime_error(e: BaseException, compile_s: float | None) -> dict[str, Any]:
     return {"ok": False, "error": "runtime_error", "message": _fmt(e) + "\n" + traceback.format_exc(limit=3)[-800:],
             "compile_s": compile_s}
+
+
+def race(entrants: list[int], rounds: int, time_one: Callable[[int], Any], max_spread: float) -> dict[int, list[Any]]:
+    """Time the entrants in up to `rounds` alternating rounds (time_one(i): a Timing, or None
+    when i failed, which leaves the race); the timings of each entrant that was timed. From round
+    2 on, a clear loser stops (`outpaced`); once one entrant of several is left, the race ends:
+    the pick is made, and it has nothing more to be compared with.
+
+    >>> from autotune.measure.timing import Timing
+    >>> timings = race([0, 1], 5, lambda i: Timing((1.0 + i,)), 1.1)
+    >>> {i: len(ts) for i, ts in timings.items()}  # 1 is outpaced in round 2, and 0 is left alone
+    {0: 2, 1: 2}
+    """
+    timings: dict[int, list[Any]] = {i: [] for i in entrants}
+    running = list(entrants)
+    for r in range(rounds):
+        for i in list(running):
+            t = time_one(i)
+            if t is None:
+                running.remove(i)
+                del timings[i]
+            else:
+                timings[i].append(t)
+        if r + 1 < rounds:
+            for i in outpaced({i: timings[i] for i in running}, max_spread):
+                running.remove(i)  # a clear loser: its rounds so far are its answer
+            if len(running) < 2 <= len(entrants):
+                break
+    return timings
 
 
 def outpaced(timings: dict[int, list[Any]], max_spread: float) -> list[int]:

@@ -44,9 +44,11 @@ def test_a_lucky_tuning_time_does_not_pick_the_slower_kernel(tmp_path):  # type:
     assert {x.config_key() for x in retimed} == {json.dumps(dict(c), sort_keys=True, separators=(",", ":"))
                                                  for c in (slow, good)}
     costs = {x.config_key(): x.costs for x in retimed}
-    assert len(costs[json.dumps(dict(good), sort_keys=True, separators=(",", ":"))]) == 3  # one median per round
-    # the slow one stops after round 2 once every quiet round of it was slower than every one of good's
-    assert len(costs[json.dumps(dict(slow), sort_keys=True, separators=(",", ":"))]) in (2, 3)
+    good_rounds = len(costs[json.dumps(dict(good), sort_keys=True, separators=(",", ":"))])  # one median per round
+    slow_rounds = len(costs[json.dumps(dict(slow), sort_keys=True, separators=(",", ":"))])
+    # all 3 rounds, or the slow one stops after round 2 (every quiet round of it slower than every
+    # one of good's), and good, left alone, with it
+    assert good_rounds == slow_rounds in (2, 3)
 
 
 def test_only_candidates_near_the_fastest_are_finalists():

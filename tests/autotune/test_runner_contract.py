@@ -137,7 +137,7 @@ def test_close_twice_is_harmless() -> None:
 def test_a_retimer_times_every_input_in_alternating_rounds(runner_and_task: tuple[Runner, Task]) -> None:
     """Runners that re-time (Retimer: local, Ray): one result per input, in order, each checked
     again and timed once per round (its costs: the rounds' medians; a clear loser may stop after
-    round 2), marked retimed; a bad config is an error result, never an exception. The others are
+    round 2, and then a kernel left alone stops too), marked retimed; a bad config is an error result, never an exception. The others are
     not Retimers: a tuner leaves their timings as they are."""
     from autotune.runner import Retimer
     runner, task = runner_and_task
@@ -152,7 +152,8 @@ def test_a_retimer_times_every_input_in_alternating_rounds(runner_and_task: tupl
     assert all(r.retimed for r in results)
     assert results[0].ok and results[1].ok
     assert all(2 <= len(r.costs) <= 3 and r.contention["rounds"] == len(r.costs) for r in results[:2])
-    assert max(len(r.costs) for r in results[:2]) == 3  # the fastest runs every round
+    # both run every round, or one is outpaced after round 2 and the other, left alone, stops with it
+    assert len(results[0].costs) == len(results[1].costs)
     assert not results[2].ok and results[2].error is ErrorKind.COMPILE_ERROR
     assert runner.retime([], rounds=2) == []
 
