@@ -77,7 +77,8 @@ class TuneOptions:
     budget; early_stopping: stop after this many trials without improvement; batch: configs per
     round; finalists: which candidates are timed again at the end, in how many rounds (count=0
     and noisy_count=0: none); cutoff: a candidate slower than this many times the best so far is
-    timed with one undisturbed sample, not all of them (None: every candidate fully); refill: with a
+    timed with one undisturbed sample, not all of them (None: every candidate fully; 1.5 leaves
+    out no finalist, which are within FinalistOptions.within of the fastest quiet time); refill: with a
     runner that takes more inputs while it runs (autotune.runner.Refilling), propose the next batch
     the moment a worker of its would wait, from the results in by then, instead of after the
     batch's last result."""
@@ -86,7 +87,7 @@ class TuneOptions:
     early_stopping: int | None = None
     batch: int = 8
     finalists: FinalistOptions = FinalistOptions()
-    cutoff: float | None = 2.0
+    cutoff: float | None = 1.5
     refill: bool = True
 
 
