@@ -31,8 +31,9 @@ def test_every_iteration_runs_once_per_call(workers: int, spin_us: float, grain:
         other = np.zeros(n, np.int64)
         team.run(_mark, [(other, calls)] * (workers + 1), n, grain)  # a new job after the repeated one
         assert (out == 50).all() and (other == 1).all()
-        starts = list(range(0, n, grain))
-        assert (calls[starts] == 51).all() and calls.sum() == 51 * len(starts)  # chunks of `grain`
+        threads = workers + 1  # chunks of `grain` from the front of each thread's contiguous share
+        starts = [i for b in range(threads) for i in range(b * n // threads, (b + 1) * n // threads, grain)]
+        assert (calls[starts] == 51).all() and calls.sum() == 51 * len(starts)
     finally:
         team.stop()
     assert not any(t.is_alive() for t in team._threads)
@@ -106,3 +107,36 @@ def test_a_parallel_kernel_checks_out_and_matches_on_two_threads(pin_target) -> 
         np.testing.assert_allclose(out, task.reference(ins), rtol=1e-4, atol=1e-4)
     with pytest.raises(ShapeError, match="out must be a C-contiguous float32 array"):
         k.bind(*ins, out=np.empty(k.output_shape, np.float64))
+
+
+@numba.njit("void(int64[::1], int64[::1], int64, int64)", nogil=True)
+def _who(mark, ran_by, lo, hi):  # type: ignore[no-untyped-def]
+    """ran_by[i] = this thread's mark, for each iteration, after some 20 us of work each (a chunk
+    long enough for a spinning worker to start on its share before the caller is through its own)."""
+    for i in range(lo, hi):
+        x = i
+        for _ in range(20000):
+            x = (x * 1103515245 + 12345) % 2147483648
+        ran_by[i] = mark[0] if x != 7 else -2  # (a test on x: the work is not optimised away)
+
+
+def test_each_thread_runs_its_own_contiguous_share_first() -> None:
+    """Each thread runs the chunks of its own share (with one worker, its half of the range) from
+    the front: the threads stream from distant parts of the inputs instead of interleaving chunks.
+    (The one done first then takes what is left of the other's: it may take a chunk or two.)"""
+    team = Team(1, 2000.0)
+    try:
+        n, grain = 64, 4
+        mine, theirs = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        marks = (np.array([0]), np.array([1]))
+        runs = []
+        for _ in range(20):
+            mine[:], theirs[:] = -1, -1
+            team.run(_who, [(marks[0], mine), (marks[1], theirs)], n, grain)
+            ran = np.where(mine >= 0, mine, theirs)
+            assert (ran >= 0).all()  # every iteration ran
+            runs.append(ran)
+        # at least the first half of each share, on its own thread (a worker woken late: not all runs)
+        assert any((ran[:n // 4] == 0).all() and (ran[n // 2:3 * n // 4] == 1).all() for ran in runs)
+    finally:
+        team.stop()
