@@ -47,8 +47,9 @@ class BenchOptions:
     fastest candidates (those within finalist_within of the fastest) are timed again, in
     pick_rounds alternating rounds with pick_protocol (a round's median; from round 2 on, a
     finalist each of whose quiet rounds was slower than every quiet round of the fastest stops,
-    and the re-timing ends when one is left: measure.worker.race), before the best is chosen (a busy spell of the machine favours
-    whichever candidate was timed outside it: with 3 finalists and 3 rounds of the search's
+    and the re-timing ends when one is left: measure.worker.race), before the best is chosen (a
+    busy spell of the machine favours whichever candidate was timed outside it: with 3
+    finalists and 3 rounds of the search's
     protocol, the 3x3 convolution's picks were 10-20% slower than its preset timed in the same
     process); search_protocol: each candidate's timing during the search (short samples: the
     finalists are timed again); rounds: alternating baseline/kernel timing blocks for the

@@ -268,8 +268,9 @@ class Team:
     def run(self, kernel: Any, args: Sequence[tuple], ext: int, grain: int = 1) -> None:
         """Run kernel(*args[t], lo, hi) over chunks [lo, hi) of up to `grain` iterations covering
         [0, ext), each chunk once: thread t (0: this one) the chunks of its contiguous share of
-        [0, ext) first, then what is left of the others'; return when all are done. args[t] is thread t's own (its scratch buffers differ). Pass the same tuples
-        again to repeat a call: the workers then rerun it without returning to Python."""
+        [0, ext) first, then what is left of the others'; return when all are done. args[t] is
+        thread t's own (its scratch buffers differ). Pass the same tuples again to repeat a call:
+        the workers then rerun it without returning to Python."""
         if len(args) != self.workers + 1:
             raise ValueError(f"a team of {self.workers} workers needs {self.workers + 1} argument tuples, got {len(args)}")
         if ext < 0 or grain < 1:

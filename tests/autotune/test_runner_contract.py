@@ -137,8 +137,9 @@ def test_close_twice_is_harmless() -> None:
 def test_a_retimer_times_every_input_in_alternating_rounds(runner_and_task: tuple[Runner, Task]) -> None:
     """Runners that re-time (Retimer: local, Ray): one result per input, in order, each checked
     again and timed once per round (its costs: the rounds' medians; a clear loser may stop after
-    round 2, and then a kernel left alone stops too), marked retimed; a bad config is an error result, never an exception. The others are
-    not Retimers: a tuner leaves their timings as they are."""
+    round 2, and then a kernel left alone stops too), marked retimed; a bad config is an error
+    result, never an exception. The others are not Retimers: a tuner leaves their timings as they
+    are."""
     from autotune.runner import Retimer
     runner, task = runner_and_task
     if not isinstance(runner, Retimer):
