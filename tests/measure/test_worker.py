@@ -55,7 +55,7 @@ def test_a_race_ends_once_one_finalist_of_several_is_left() -> None:
     assert calls == [0, 1, 0, 1] and len(timings[0]) == 2  # 0 left alone after round 2: the race ends
 
 
-def test_a_finalist_that_fails_leaves_the_race_and_one_alone_is_timed_every_round() -> None:
+def test_a_finalist_that_fails_leaves_the_race_and_a_single_kernel_is_timed_every_round() -> None:
     from autotune.measure.worker import race
     timings = race([0, 1], 3, lambda i: None if i == 1 else Timing((1.0, 1.0)), 1.1)
     assert list(timings) == [0] and len(timings[0]) == 1  # 1 failed: 0 has nothing to be compared with

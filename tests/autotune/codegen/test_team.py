@@ -111,8 +111,9 @@ def test_a_parallel_kernel_checks_out_and_matches_on_two_threads(pin_target) -> 
 
 @numba.njit("void(int64[::1], int64[::1], int64, int64)", nogil=True)
 def _who(mark, ran_by, lo, hi):  # type: ignore[no-untyped-def]
-    """ran_by[i] = this thread's mark, for each iteration, after some 20 us of work each (a chunk
-    long enough for a spinning worker to start on its share before the caller is through its own)."""
+    """ran_by[i] = this thread's mark, for each iteration, after 20000 steps of work each (0.56 us
+    on the Zen 5 here: a share of 32 iterations lasts about 18 us, long enough for a spinning
+    worker to start on its share before the caller is through its own)."""
     for i in range(lo, hi):
         x = i
         for _ in range(20000):
